@@ -1,0 +1,58 @@
+"""The ``odradek`` console script: one table of subcommands, each loaded lazily.
+
+Invariant: a subcommand lives in the layer it belongs to (admin tools in zk,
+broker start in broker, console and perf tools in client); this module only
+names them, so ``odradek topics`` never imports Twisted and errors leave as one
+line on stderr with exit code 1, never a traceback.
+"""
+from __future__ import annotations
+
+import importlib
+import sys
+
+# name -> (module, function, one-line help). The function takes argv (list[str]) and
+# returns an exit code.
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "cluster": ("odradek.zk.cluster", "main", "local ZooKeeper ensemble + brokers: up | down | status"),
+    "zookeeper": ("odradek.zk.ensemble", "main", "start one ZooKeeper node"),
+    "broker": ("odradek.broker.server", "main", "start one broker: broker start server.properties"),
+    "topics": ("odradek.zk.topics_cli", "main", "create, list, describe, alter, delete topics (like kafka-topics.sh --zookeeper)"),
+    "console-producer": ("odradek.client.console", "producer_main", "records from stdin to a topic"),
+    "console-consumer": ("odradek.client.console", "consumer_main", "records from a topic to stdout"),
+    "perf": ("odradek.client.perf", "main", "producer | consumer benchmarks (kafka-*-perf-test output)"),
+    "demo": ("odradek.client.demo", "main", "produce and consume keyed records through a demo topic"),
+}
+
+
+class CommandError(Exception):
+    """Raised by a subcommand for an error that is the user's to fix: printed as one line."""
+
+
+def usage() -> str:
+    lines = ["usage: odradek <command> [options]", "", "commands:"]
+    lines += [f"  {name:<18} {help_}" for name, (_, _, help_) in COMMANDS.items()]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print(usage())
+        return 0
+    name, rest = argv[0], argv[1:]
+    if name not in COMMANDS:
+        print(f"odradek: unknown command {name!r}\n\n{usage()}", file=sys.stderr)
+        return 1
+    module_name, func_name, _ = COMMANDS[name]
+    func = getattr(importlib.import_module(module_name), func_name)
+    try:
+        return int(func(rest) or 0)
+    except CommandError as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,365 @@
+"""Kafka 2.8's ZooKeeper data model: one class per znode, with path, encode, decode.
+
+Invariant: the bytes written here are the JSON Kafka 2.8 (ZkData.scala) writes,
+so a real Kafka tool reading our ZooKeeper sees its own data. Timestamps are
+strings, partition keys in topic znodes are strings, /cluster/id's version is a
+string, /controller_epoch is a plain ASCII integer.
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+
+def _dumps(obj: Any) -> bytes:
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+def _loads(data: bytes | None) -> Any:
+    if not data:
+        return None
+    return json.loads(data.decode())
+
+
+def now_ms_str() -> str:
+    return str(int(time.time() * 1000))
+
+
+# --------------------------------------------------------------------- brokers
+
+class BrokersZNode:
+    path = "/brokers"
+
+
+class BrokerIdsZNode:
+    path = "/brokers/ids"
+
+
+@dataclass
+class Endpoint:
+    listener: str
+    host: str
+    port: int
+    security_protocol: str = "PLAINTEXT"
+
+    def uri(self) -> str:
+        return f"{self.listener}://{self.host}:{self.port}"
+
+
+@dataclass
+class BrokerInfo:
+    """The content of /brokers/ids/<id>; ``epoch`` is the znode's czxid (not encoded)."""
+    id: int
+    endpoints: list[Endpoint]
+    rack: str | None = None
+    jmx_port: int = -1
+    timestamp: str = field(default_factory=now_ms_str)
+    epoch: int = -1
+
+    def endpoint(self, listener: str | None = None) -> Endpoint:
+        if listener is None:
+            return self.endpoints[0]
+        for ep in self.endpoints:
+            if ep.listener == listener:
+                return ep
+        raise KeyError(listener)
+
+
+class BrokerIdZNode:
+    """Ephemeral /brokers/ids/<id>, version 5 JSON."""
+    version = 5
+
+    @staticmethod
+    def path(broker_id: int) -> str:
+        return f"/brokers/ids/{broker_id}"
+
+    @staticmethod
+    def encode(info: BrokerInfo) -> bytes:
+        plaintext = [e for e in info.endpoints if e.security_protocol == "PLAINTEXT"]
+        obj: dict[str, Any] = {
+            "version": BrokerIdZNode.version,
+            "host": plaintext[0].host if plaintext else None,
+            "port": plaintext[0].port if plaintext else -1,
+            "jmx_port": info.jmx_port,
+            "timestamp": info.timestamp,
+            "endpoints": [e.uri() for e in info.endpoints],
+            "listener_security_protocol_map": {e.listener: e.security_protocol for e in info.endpoints},
+            "features": {},
+        }
+        if info.rack is not None:
+            obj["rack"] = info.rack
+        return _dumps(obj)
+
+    @staticmethod
+    def decode(broker_id: int, data: bytes, czxid: int = -1) -> BrokerInfo:
+        obj = _loads(data)
+        protocol_map = obj.get("listener_security_protocol_map") or {}
+        endpoints = []
+        for uri in obj.get("endpoints", []):
+            listener, rest = uri.split("://", 1)
+            host, _, port = rest.rpartition(":")
+            endpoints.append(Endpoint(listener, host.strip("[]"), int(port), protocol_map.get(listener, listener)))
+        if not endpoints and obj.get("host") is not None:
+            endpoints.append(Endpoint("PLAINTEXT", obj["host"], int(obj["port"])))
+        return BrokerInfo(id=broker_id, endpoints=endpoints, rack=obj.get("rack"),
+                          jmx_port=obj.get("jmx_port", -1), timestamp=str(obj.get("timestamp", "")),
+                          epoch=czxid)
+
+
+class BrokerSequenceIdZNode:
+    path = "/brokers/seqid"
+
+
+# ------------------------------------------------------------------ controller
+
+class ControllerZNode:
+    """Ephemeral /controller."""
+    path = "/controller"
+
+    @staticmethod
+    def encode(broker_id: int, timestamp: str | None = None) -> bytes:
+        return _dumps({"version": 1, "brokerid": broker_id, "timestamp": timestamp or now_ms_str()})
+
+    @staticmethod
+    def decode(data: bytes) -> int | None:
+        obj = _loads(data)
+        return None if obj is None else int(obj["brokerid"])
+
+
+class ControllerEpochZNode:
+    """/controller_epoch: a plain integer, created as 0."""
+    path = "/controller_epoch"
+    initial = 0
+
+    @staticmethod
+    def encode(epoch: int) -> bytes:
+        return str(epoch).encode()
+
+    @staticmethod
+    def decode(data: bytes) -> int:
+        return int(data.decode())
+
+
+# ---------------------------------------------------------------------- topics
+
+class TopicsZNode:
+    path = "/brokers/topics"
+
+
+class TopicZNode:
+    """/brokers/topics/<t>: the replica assignment (v2 JSON; first replica is preferred)."""
+    version = 2
+
+    @staticmethod
+    def path(topic: str) -> str:
+        return f"/brokers/topics/{topic}"
+
+    @staticmethod
+    def encode(assignment: dict[int, list[int]]) -> bytes:
+        return _dumps({
+            "version": TopicZNode.version,
+            "partitions": {str(p): list(r) for p, r in sorted(assignment.items())},
+            "adding_replicas": {},
+            "removing_replicas": {},
+        })
+
+    @staticmethod
+    def decode(data: bytes) -> dict[int, list[int]]:
+        obj = _loads(data) or {}
+        return {int(p): [int(b) for b in r] for p, r in (obj.get("partitions") or {}).items()}
+
+
+class TopicPartitionsZNode:
+    @staticmethod
+    def path(topic: str) -> str:
+        return f"/brokers/topics/{topic}/partitions"
+
+
+class TopicPartitionZNode:
+    @staticmethod
+    def path(topic: str, partition: int) -> str:
+        return f"/brokers/topics/{topic}/partitions/{partition}"
+
+
+@dataclass
+class LeaderIsrAndControllerEpoch:
+    leader: int
+    leader_epoch: int
+    isr: list[int]
+    controller_epoch: int
+    zk_version: int = -1  # the state znode's stat.version (not encoded)
+
+
+class TopicPartitionStateZNode:
+    """/brokers/topics/<t>/partitions/<p>/state."""
+
+    @staticmethod
+    def path(topic: str, partition: int) -> str:
+        return f"/brokers/topics/{topic}/partitions/{partition}/state"
+
+    @staticmethod
+    def encode(state: LeaderIsrAndControllerEpoch) -> bytes:
+        return _dumps({"controller_epoch": state.controller_epoch, "leader": state.leader,
+                       "version": 1, "leader_epoch": state.leader_epoch, "isr": list(state.isr)})
+
+    @staticmethod
+    def decode(data: bytes, zk_version: int = -1) -> LeaderIsrAndControllerEpoch:
+        obj = _loads(data)
+        return LeaderIsrAndControllerEpoch(int(obj["leader"]), int(obj["leader_epoch"]),
+                                           [int(b) for b in obj["isr"]], int(obj["controller_epoch"]),
+                                           zk_version)
+
+
+# ---------------------------------------------------------------------- admin
+
+class AdminZNode:
+    path = "/admin"
+
+
+class DeleteTopicsZNode:
+    path = "/admin/delete_topics"
+
+
+class DeleteTopicsTopicZNode:
+    """/admin/delete_topics/<t>: empty; its existence requests deletion."""
+
+    @staticmethod
+    def path(topic: str) -> str:
+        return f"/admin/delete_topics/{topic}"
+
+
+class PreferredReplicaElectionZNode:
+    path = "/admin/preferred_replica_election"
+
+    @staticmethod
+    def encode(partitions: list[tuple[str, int]]) -> bytes:
+        return _dumps({"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in partitions]})
+
+    @staticmethod
+    def decode(data: bytes) -> list[tuple[str, int]]:
+        obj = _loads(data) or {}
+        return [(e["topic"], int(e["partition"])) for e in obj.get("partitions", [])]
+
+
+# ----------------------------------------------------------------- config
+
+class ConfigZNode:
+    path = "/config"
+
+
+class ConfigEntityTypeZNode:
+    @staticmethod
+    def path(entity_type: str) -> str:
+        return f"/config/{entity_type}"
+
+
+class ConfigEntityZNode:
+    """/config/<type>/<name>, e.g. /config/topics/<t>: all values are strings."""
+
+    @staticmethod
+    def path(entity_type: str, name: str) -> str:
+        return f"/config/{entity_type}/{name}"
+
+    @staticmethod
+    def encode(config: dict[str, str]) -> bytes:
+        return _dumps({"version": 1, "config": {k: str(v) for k, v in config.items()}})
+
+    @staticmethod
+    def decode(data: bytes | None) -> dict[str, str]:
+        obj = _loads(data) or {}
+        return {k: str(v) for k, v in (obj.get("config") or {}).items()}
+
+
+class ConfigEntityChangeNotificationZNode:
+    path = "/config/changes"
+
+
+class ConfigEntityChangeNotificationSequenceZNode:
+    prefix = "config_change_"
+    path = "/config/changes/config_change_"
+
+    @staticmethod
+    def encode(entity_path: str) -> bytes:
+        return _dumps({"version": 2, "entity_path": entity_path})
+
+    @staticmethod
+    def decode(data: bytes) -> str:
+        return _loads(data)["entity_path"]
+
+
+# ------------------------------------------------------------- notifications
+
+def _partitions_json(partitions: list[tuple[str, int]]) -> bytes:
+    return _dumps({"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in partitions]})
+
+
+def _partitions_from_json(data: bytes) -> list[tuple[str, int]]:
+    obj = _loads(data) or {}
+    return [(e["topic"], int(e["partition"])) for e in obj.get("partitions", [])]
+
+
+class IsrChangeNotificationZNode:
+    path = "/isr_change_notification"
+
+
+class IsrChangeNotificationSequenceZNode:
+    prefix = "isr_change_"
+    path = "/isr_change_notification/isr_change_"
+    encode = staticmethod(_partitions_json)
+    decode = staticmethod(_partitions_from_json)
+
+
+class LogDirEventNotificationZNode:
+    path = "/log_dir_event_notification"
+
+
+class ProducerIdBlockZNode:
+    """/latest_producer_id_block: blocks of 1000 producer ids."""
+    path = "/latest_producer_id_block"
+    block_size = 1000
+
+    @staticmethod
+    def encode(broker_id: int, block_start: int, block_end: int) -> bytes:
+        return _dumps({"version": 1, "broker": broker_id,
+                       "block_start": str(block_start), "block_end": str(block_end)})
+
+    @staticmethod
+    def decode(data: bytes | None) -> tuple[int, int, int] | None:
+        obj = _loads(data)
+        if obj is None:
+            return None
+        return int(obj["broker"]), int(obj["block_start"]), int(obj["block_end"])
+
+
+# ------------------------------------------------------------------ cluster
+
+class ClusterIdZNode:
+    path = "/cluster/id"
+
+    @staticmethod
+    def encode(cluster_id: str) -> bytes:
+        return _dumps({"version": "1", "id": cluster_id})
+
+    @staticmethod
+    def decode(data: bytes) -> str:
+        return _loads(data)["id"]
+
+
+class ConsumerPathZNode:
+    path = "/consumers"
+
+
+PERSISTENT_PATHS = (
+    ConsumerPathZNode.path,
+    BrokerIdsZNode.path,
+    TopicsZNode.path,
+    ConfigEntityChangeNotificationZNode.path,
+    DeleteTopicsZNode.path,
+    BrokerSequenceIdZNode.path,
+    IsrChangeNotificationZNode.path,
+    ProducerIdBlockZNode.path,
+    LogDirEventNotificationZNode.path,
+    *(ConfigEntityTypeZNode.path(t) for t in ("topics", "clients", "users", "brokers", "ips")),
+)
