@@ -1,1 +1,53 @@
-"""odradek.protocol.apis"""
+"""One module per Kafka API; ``API_BY_KEY`` maps an API key to its module.
+
+Invariant: every module listed here exposes ``API_KEY``, ``NAME``, ``MIN_VERSION``,
+``MAX_VERSION`` (the range the broker advertises), ``FLEXIBLE_FROM`` and the
+``Request`` / ``Response`` messages; keys are unique.
+"""
+from __future__ import annotations
+
+from types import ModuleType
+
+from . import (
+    api_versions,
+    controlled_shutdown,
+    create_partitions,
+    create_topics,
+    delete_groups,
+    delete_topics,
+    describe_configs,
+    describe_groups,
+    fetch,
+    find_coordinator,
+    heartbeat,
+    init_producer_id,
+    join_group,
+    leader_and_isr,
+    leave_group,
+    list_groups,
+    list_offsets,
+    metadata,
+    offset_commit,
+    offset_fetch,
+    offset_for_leader_epoch,
+    produce,
+    stop_replica,
+    sync_group,
+    update_metadata,
+)
+
+ALL_APIS: tuple[ModuleType, ...] = (
+    produce, fetch, list_offsets, metadata, leader_and_isr, stop_replica, update_metadata,
+    controlled_shutdown, offset_commit, offset_fetch, find_coordinator, join_group,
+    heartbeat, leave_group, sync_group, describe_groups, list_groups, api_versions,
+    create_topics, delete_topics, init_producer_id, offset_for_leader_epoch,
+    describe_configs, create_partitions, delete_groups,
+)
+
+API_BY_KEY: dict[int, ModuleType] = {api.API_KEY: api for api in ALL_APIS}
+API_BY_NAME: dict[str, ModuleType] = {api.NAME: api for api in ALL_APIS}
+
+assert len(API_BY_KEY) == len(ALL_APIS), "duplicate API key"
+
+__all__ = ["API_BY_KEY", "API_BY_NAME", "ALL_APIS"] + [api.__name__.rsplit(".", 1)[1]
+                                                        for api in ALL_APIS]

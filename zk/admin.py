@@ -1,0 +1,275 @@
+"""Topic administration through ZooKeeper, mirroring Kafka 2.8's AdminZkClient.
+
+Invariant: writes are exactly Kafka's, in Kafka's order: create writes
+``/config/topics/<t>`` THEN creates ``/brokers/topics/<t>`` (the controller
+reacts to the latter); delete only creates ``/admin/delete_topics/<t>``;
+a config change writes ``/config/topics/<t>`` then a sequential
+``/config/changes/config_change_``. JSON comes from ``odradek.zk.znodes``.
+Blocking (kazoo); errors are ``KafkaError``s with Kafka's codes, or
+``AdminOperationError`` for the few Kafka errors without a code.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import NodeExistsError, NoNodeError
+
+from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.zk import assignment as assign
+from odradek.zk import topics as topic_rules
+from odradek.zk.znodes import (BrokerIdsZNode, BrokerIdZNode, BrokerInfo, ConfigEntityChangeNotificationSequenceZNode,
+                               ConfigEntityChangeNotificationZNode, ConfigEntityZNode, ControllerZNode,
+                               DeleteTopicsTopicZNode, TopicPartitionStateZNode, TopicsZNode, TopicZNode)
+
+TOPIC = "topics"  # the config entity type of topics
+
+
+class AdminOperationError(Exception):
+    """A Kafka admin error that has no protocol error code (AdminOperationException)."""
+
+
+class TopicAlreadyMarkedForDeletion(AdminOperationError):
+    """The topic's /admin/delete_topics/<t> node already exists."""
+
+
+@dataclass
+class PartitionState:
+    partition: int
+    replicas: list[int]
+    leader: int | None  # None: no state znode yet, or leader -1
+    isr: list[int]
+    leader_epoch: int = -1
+
+    @property
+    def under_replicated(self) -> bool:
+        return len(self.isr) < len(self.replicas)
+
+    def unavailable(self, live_broker_ids: set[int]) -> bool:
+        return self.leader is None or self.leader not in live_broker_ids
+
+
+@dataclass
+class TopicDescription:
+    name: str
+    partitions: list[PartitionState]
+    config: dict[str, str] = field(default_factory=dict)
+    marked_for_deletion: bool = False
+    topic_id: str | None = None
+
+    @property
+    def replication_factor(self) -> int:
+        return len(self.partitions[0].replicas) if self.partitions else 0
+
+
+@dataclass
+class TopicListing:
+    name: str
+    marked_for_deletion: bool = False
+
+
+class AdminZkClient:
+    """Kafka's AdminZkClient over a started ``KazooClient``."""
+
+    def __init__(self, zk: KazooClient):
+        self.zk = zk
+
+    # ------------------------------------------------------------- reads
+    def live_brokers(self) -> list[BrokerInfo]:
+        """Registered brokers (/brokers/ids), sorted by id."""
+        try:
+            ids = sorted(int(c) for c in self.zk.get_children(BrokerIdsZNode.path))
+        except NoNodeError:
+            return []
+        brokers = []
+        for broker_id in ids:
+            try:
+                data, stat = self.zk.get(BrokerIdZNode.path(broker_id))
+            except NoNodeError:
+                continue  # went away between the listing and the read
+            brokers.append(BrokerIdZNode.decode(broker_id, data, stat.czxid))
+        return brokers
+
+    def controller_id(self) -> int | None:
+        try:
+            data, _ = self.zk.get(ControllerZNode.path)
+        except NoNodeError:
+            return None
+        return ControllerZNode.decode(data)
+
+    def all_topics(self) -> list[str]:
+        try:
+            return sorted(self.zk.get_children(TopicsZNode.path))
+        except NoNodeError:
+            return []
+
+    def topic_exists(self, topic: str) -> bool:
+        return self.zk.exists(TopicZNode.path(topic)) is not None
+
+    def is_marked_for_deletion(self, topic: str) -> bool:
+        return self.zk.exists(DeleteTopicsTopicZNode.path(topic)) is not None
+
+    def list_topics(self) -> list[TopicListing]:
+        return [TopicListing(t, self.is_marked_for_deletion(t)) for t in self.all_topics()]
+
+    def topic_assignment(self, topic: str) -> dict[int, list[int]]:
+        """The replica assignment of /brokers/topics/<t>; UNKNOWN_TOPIC_OR_PARTITION if absent."""
+        return TopicZNode.decode(self._get_topic(topic)[0])
+
+    def fetch_topic_config(self, topic: str) -> dict[str, str]:
+        try:
+            data, _ = self.zk.get(ConfigEntityZNode.path(TOPIC, topic))
+        except NoNodeError:
+            return {}
+        return ConfigEntityZNode.decode(data)
+
+    def partition_state(self, topic: str, partition: int) -> tuple[int | None, list[int], int]:
+        """(leader or None, isr, leader_epoch) from the state znode; (None, [], -1) if none yet."""
+        try:
+            data, stat = self.zk.get(TopicPartitionStateZNode.path(topic, partition))
+        except NoNodeError:
+            return None, [], -1
+        if not data:
+            return None, [], -1
+        state = TopicPartitionStateZNode.decode(data, stat.version)
+        return (None if state.leader < 0 else state.leader), state.isr, state.leader_epoch
+
+    def describe_topic(self, topic: str) -> TopicDescription:
+        data, _ = self._get_topic(topic)
+        partitions = []
+        for p, replicas in sorted(TopicZNode.decode(data).items()):
+            leader, isr, epoch = self.partition_state(topic, p)
+            partitions.append(PartitionState(p, replicas, leader, isr, epoch))
+        raw = json.loads(data.decode()) if data else {}
+        return TopicDescription(topic, partitions, self.fetch_topic_config(topic),
+                                self.is_marked_for_deletion(topic), raw.get("topic_id"))
+
+    # ------------------------------------------------------------- writes
+    def create_topic(self, topic: str, partitions: int | None, replication_factor: int | None,
+                     config: Mapping[str, str] | None = None,
+                     replica_assignment: Mapping[int, Sequence[int]] | None = None) -> dict[int, list[int]]:
+        """Create a topic; returns its assignment. ``replica_assignment`` overrides partitions/RF."""
+        topic_rules.validate_topic_name(topic)
+        config = {k: str(v) for k, v in (config or {}).items()}
+        topic_rules.validate_topic_config(config)
+        if replica_assignment is None:
+            if partitions is None or replication_factor is None:
+                raise KafkaError(ErrorCode.INVALID_REQUEST,
+                                 "partitions and replication factor are required without a replica assignment")
+            broker_ids = [b.id for b in self.live_brokers()]
+            replica_assignment = assign.assign_replicas_to_brokers(partitions, replication_factor, broker_ids)
+        assignment = {int(p): [int(b) for b in r] for p, r in replica_assignment.items()}
+        self.create_topic_with_assignment(topic, config, assignment)
+        return assignment
+
+    def validate_topic_create(self, topic: str, assignment: Mapping[int, Sequence[int]],
+                              config: Mapping[str, str]) -> None:
+        """Kafka's ``validateTopicCreate``."""
+        topic_rules.validate_topic_name(topic)
+        if self.is_marked_for_deletion(topic):
+            raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{topic}' is marked for deletion.")
+        if self.topic_exists(topic):
+            raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{topic}' already exists.")
+        if topic_rules.has_collision_chars(topic):
+            colliding = topic_rules.colliding_topics(topic, self.all_topics())
+            if colliding:
+                raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                                 f"Topic '{topic}' collides with existing topics: {', '.join(colliding)}")
+        assign.validate_topic_assignment(assignment)
+        topic_rules.validate_topic_config(config)
+
+    def create_topic_with_assignment(self, topic: str, config: Mapping[str, str],
+                                     assignment: Mapping[int, Sequence[int]], validate: bool = True) -> None:
+        if validate:
+            self.validate_topic_create(topic, assignment, config)
+        # Not transactional, as in Kafka: the config first, then the assignment the controller watches.
+        self._set_or_create_entity_config(TOPIC, topic, config)
+        try:
+            self.zk.create(TopicZNode.path(topic), TopicZNode.encode({p: list(r) for p, r in assignment.items()}),
+                           makepath=True)
+        except NodeExistsError:
+            raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f'Topic "{topic}" already exists.') from None
+
+    def delete_topic(self, topic: str) -> None:
+        """Request deletion: create /admin/delete_topics/<t> (the controller does the rest)."""
+        if not self.topic_exists(topic):
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic `{topic}` to delete does not exist")
+        try:
+            self.zk.create(DeleteTopicsTopicZNode.path(topic), b"", makepath=True)
+        except NodeExistsError:
+            raise TopicAlreadyMarkedForDeletion(f"topic {topic} is already marked for deletion") from None
+
+    def add_partitions(self, topic: str, num_partitions: int,
+                       replica_assignment: Mapping[int, Sequence[int]] | None = None,
+                       validate_only: bool = False) -> dict[int, list[int]]:
+        """Grow a topic to ``num_partitions`` (Kafka's ``addPartitions``); returns the full assignment.
+
+        ``replica_assignment`` gives the replicas of the NEW partitions only (keyed by partition id).
+        """
+        data, stat = self._get_topic(topic)
+        existing = TopicZNode.decode(data)
+        if 0 not in existing:
+            raise AdminOperationError(f"Unexpected existing replica assignment for topic '{topic}', "
+                                      f"partition id 0 is missing. Assignment: {existing}")
+        to_add = num_partitions - len(existing)
+        if to_add <= 0:
+            raise KafkaError(ErrorCode.INVALID_PARTITIONS,
+                             "The number of partitions for a topic can only be increased. "
+                             f"Topic {topic} currently has {len(existing)} partitions, "
+                             f"{num_partitions} would not be an increase.")
+        p0 = existing[0]
+        broker_ids = [b.id for b in self.live_brokers()]
+        if replica_assignment:
+            new = {int(p): [int(b) for b in r] for p, r in replica_assignment.items()}
+            assign.validate_new_assignment(new, len(p0), set(broker_ids))
+        else:
+            start = assign.start_index_for_new_partitions(broker_ids, p0[0])
+            new = assign.assign_replicas_to_brokers(to_add, len(p0), broker_ids, start, len(existing))
+        full = {**existing, **new}
+        if not validate_only:
+            self.zk.set_data(TopicZNode.path(topic), self._encode_preserving(data, full), version=stat.version)
+        return full
+
+    def change_topic_config(self, topic: str, config: Mapping[str, str]) -> None:
+        """Replace a topic's config overrides and notify the brokers (/config/changes)."""
+        if not self.topic_exists(topic):
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{topic}' does not exist.")
+        config = {k: str(v) for k, v in config.items()}
+        topic_rules.validate_topic_config(config)
+        self._set_or_create_entity_config(TOPIC, topic, config)
+        self.zk.ensure_path(ConfigEntityChangeNotificationZNode.path)
+        self.zk.create(ConfigEntityChangeNotificationSequenceZNode.path,
+                       ConfigEntityChangeNotificationSequenceZNode.encode(f"{TOPIC}/{topic}"), sequence=True)
+
+    # ------------------------------------------------------------- internals
+    def _get_topic(self, topic: str):
+        try:
+            return self.zk.get(TopicZNode.path(topic))
+        except NoNodeError:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{topic}' does not exist.") from None
+
+    def _set_or_create_entity_config(self, entity_type: str, name: str, config: Mapping[str, str]) -> None:
+        path, data = ConfigEntityZNode.path(entity_type, name), ConfigEntityZNode.encode(dict(config))
+        try:
+            self.zk.set_data(path, data)
+        except NoNodeError:
+            try:
+                self.zk.create(path, data, makepath=True)
+            except NodeExistsError:
+                self.zk.set_data(path, data)
+
+    @staticmethod
+    def _encode_preserving(old: bytes, assignment: dict[int, list[int]]) -> bytes:
+        """TopicZNode JSON for ``assignment``, keeping the old znode's reassignment and topic_id fields."""
+        new = TopicZNode.encode(assignment)
+        old_obj = json.loads(old.decode()) if old else {}
+        kept = {k: old_obj[k] for k in ("adding_replicas", "removing_replicas", "topic_id") if old_obj.get(k)}
+        if not kept:
+            return new
+        obj = json.loads(new.decode())
+        obj.update(kept)
+        if "topic_id" in kept:
+            obj["version"] = max(obj["version"], 3)
+        return json.dumps(obj, separators=(",", ":")).encode()

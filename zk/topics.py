@@ -1,0 +1,144 @@
+"""Topic names and topic-level config names, as Kafka 2.8 checks them.
+
+Invariant: a name accepted by ``validate_topic_name`` is one Kafka's
+``Topic.validate`` accepts, and a config accepted by ``validate_topic_config``
+only uses Kafka 2.8's topic config names with values of the right type; every
+rejection is a ``KafkaError`` (INVALID_TOPIC_EXCEPTION / INVALID_CONFIG) whose
+message is one clear line. Pure data and functions: the broker may reuse them.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+
+from odradek.protocol.errors import ErrorCode, KafkaError
+
+MAX_NAME_LENGTH = 249
+LEGAL_CHARS = "[a-zA-Z0-9._-]"
+_LEGAL_NAME = re.compile(r"[a-zA-Z0-9._-]+")
+
+GROUP_METADATA_TOPIC_NAME = "__consumer_offsets"
+TRANSACTION_STATE_TOPIC_NAME = "__transaction_state"
+INTERNAL_TOPICS = frozenset({GROUP_METADATA_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME})
+
+COLLISION_WARNING = ("WARNING: Due to limitations in metric names, topics with a period ('.') or underscore ('_') "
+                     "could collide. To avoid issues it is best to use either, but not both.")
+
+
+def validate_topic_name(topic: str) -> None:
+    """Kafka's ``Topic.validate``: raise KafkaError(INVALID_TOPIC_EXCEPTION) for an illegal name."""
+    if not topic:
+        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name is illegal, it can't be empty")
+    if topic in (".", ".."):
+        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, 'Topic name cannot be "." or ".."')
+    if len(topic) > MAX_NAME_LENGTH:
+        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                         f"Topic name is illegal, it can't be longer than {MAX_NAME_LENGTH} characters, "
+                         f"topic name: {topic}")
+    if not _LEGAL_NAME.fullmatch(topic):
+        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                         f'Topic name "{topic}" is illegal, it contains a character other than '
+                         "ASCII alphanumerics, '.', '_' and '-'")
+
+
+def is_internal(topic: str) -> bool:
+    return topic in INTERNAL_TOPICS
+
+
+def has_collision_chars(topic: str) -> bool:
+    """True if the name contains '.' or '_' (which collide in metric names)."""
+    return "." in topic or "_" in topic
+
+
+def has_collision(a: str, b: str) -> bool:
+    """True if two names are equal once '.' is read as '_'."""
+    return a.replace(".", "_") == b.replace(".", "_")
+
+
+def colliding_topics(topic: str, existing: Iterable[str]) -> list[str]:
+    """Existing topics (other than ``topic`` itself) that collide with ``topic``."""
+    return sorted(t for t in existing if t != topic and has_collision(topic, t))
+
+
+def collision_warning(topic: str) -> str | None:
+    """kafka-topics' warning line for a name with '.' or '_', else None."""
+    return COLLISION_WARNING if has_collision_chars(topic) else None
+
+
+# ------------------------------------------------------------------ topic configs
+
+# Kafka 2.8 topic configs (LogConfig): name -> (type, valid values or None, minimum or None).
+# Types: "long", "int", "double", "boolean", "string", "list".
+_COMPRESSION = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+TOPIC_CONFIGS: dict[str, tuple[str, tuple[str, ...] | None, float | None]] = {
+    "cleanup.policy": ("list", ("compact", "delete"), None),
+    "compression.type": ("string", _COMPRESSION, None),
+    "delete.retention.ms": ("long", None, 0),
+    "file.delete.delay.ms": ("long", None, 0),
+    "flush.messages": ("long", None, 0),
+    "flush.ms": ("long", None, 0),
+    "follower.replication.throttled.replicas": ("list", None, None),
+    "index.interval.bytes": ("int", None, 0),
+    "leader.replication.throttled.replicas": ("list", None, None),
+    "max.compaction.lag.ms": ("long", None, 1),
+    "max.message.bytes": ("int", None, 0),
+    "message.downconversion.enable": ("boolean", None, None),
+    "message.format.version": ("string", None, None),
+    "message.timestamp.difference.max.ms": ("long", None, 0),
+    "message.timestamp.type": ("string", ("CreateTime", "LogAppendTime"), None),
+    "min.cleanable.dirty.ratio": ("double", None, 0),
+    "min.compaction.lag.ms": ("long", None, 0),
+    "min.insync.replicas": ("int", None, 1),
+    "preallocate": ("boolean", None, None),
+    "retention.bytes": ("long", None, None),
+    "retention.ms": ("long", None, -1),
+    "segment.bytes": ("int", None, 14),
+    "segment.index.bytes": ("int", None, 4),
+    "segment.jitter.ms": ("long", None, 0),
+    "segment.ms": ("long", None, 1),
+    "unclean.leader.election.enable": ("boolean", None, None),
+}
+TOPIC_CONFIG_NAMES = frozenset(TOPIC_CONFIGS)
+
+_INT_RANGE = {"int": (-2**31, 2**31 - 1), "long": (-2**63, 2**63 - 1)}
+
+
+def _bad(name: str, value: str, reason: str) -> KafkaError:
+    return KafkaError(ErrorCode.INVALID_CONFIG, f"Invalid value {value} for configuration {name}: {reason}")
+
+
+def validate_topic_config(config: Mapping[str, str]) -> None:
+    """Kafka's ``LogConfig.validate`` (names and value types): raise KafkaError(INVALID_CONFIG)."""
+    for name, raw in config.items():
+        if name not in TOPIC_CONFIGS:
+            raise KafkaError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {name}")
+        kind, valid, minimum = TOPIC_CONFIGS[name]
+        value = str(raw).strip()
+        number: float | None = None
+        if kind in _INT_RANGE:
+            try:
+                number = int(value)
+            except ValueError:
+                raise _bad(name, value, f"Not a number of type {kind.upper()}") from None
+            lo, hi = _INT_RANGE[kind]
+            if not lo <= number <= hi:
+                raise _bad(name, value, f"Not a number of type {kind.upper()}")
+        elif kind == "double":
+            try:
+                number = float(value)
+            except ValueError:
+                raise _bad(name, value, "Not a number of type DOUBLE") from None
+            if name == "min.cleanable.dirty.ratio" and number > 1:
+                raise _bad(name, value, "Value must be no more than 1")
+        elif kind == "boolean":
+            if value.lower() not in ("true", "false"):
+                raise _bad(name, value, "Expected value to be either true or false")
+        elif kind == "list" and valid:
+            items = [v.strip() for v in value.split(",") if v.strip()]
+            bad = [v for v in items if v not in valid]
+            if bad or not items:
+                raise _bad(name, value, f"String must be one of: {', '.join(valid)}")
+        elif kind == "string" and valid and value not in valid:
+            raise _bad(name, value, f"String must be one of: {', '.join(valid)}")
+        if number is not None and minimum is not None and number < minimum:
+            raise _bad(name, value, f"Value must be at least {minimum:g}")
