@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import struct
 import uuid
-from typing import Any, Callable
+from typing import Any
 
 from construct import (
     Construct,
@@ -229,7 +229,12 @@ class KafkaString(_LengthPrefixed):
         if obj is None:
             self._null(stream)
             return obj
-        data = obj.encode("utf-8") if isinstance(obj, str) else bytes(obj)
+        if isinstance(obj, str):
+            data = obj.encode("utf-8")
+        elif isinstance(obj, (bytes, bytearray, memoryview)):
+            data = bytes(obj)
+        else:
+            raise FormatError(f"string expected, got {type(obj).__name__}")
         if len(data) > 0x7FFF:
             raise FormatError(f"string too long ({len(data)} bytes)")
         _write_length(stream, len(data), self.compact, False)
@@ -279,6 +284,8 @@ class KafkaArray(_LengthPrefixed):
         if obj is None:
             self._null(stream)
             return obj
+        if isinstance(obj, (str, bytes, bytearray, dict)):
+            raise FormatError(f"array expected, got {type(obj).__name__}")
         _write_length(stream, len(obj), self.compact, True)
         build = self.element._build
         for item in obj:
@@ -293,7 +300,12 @@ class Uuid(Construct):
         return uuid.UUID(bytes=read_exact(stream, 16))
 
     def _build(self, obj, stream, context, path):
-        data = obj.bytes if isinstance(obj, uuid.UUID) else bytes(obj)
+        if isinstance(obj, uuid.UUID):
+            data = obj.bytes
+        elif isinstance(obj, (bytes, bytearray, memoryview)):
+            data = bytes(obj)
+        else:
+            raise FormatError(f"UUID expected, got {type(obj).__name__}")
         if len(data) != 16:
             raise FormatError("UUID must be 16 bytes")
         stream.write(data)
@@ -336,10 +348,6 @@ def write_tagged_section(stream, items: list[tuple[int, bytes]]) -> None:
         stream.write(data)
 
 
-def nullable_string(compact: bool = False) -> KafkaString:
-    return KafkaString(nullable=True, compact=compact)
-
-
 def build_value(con: Construct, value: Any) -> bytes:
     """Build one value with ``con`` into bytes (helper for tagged fields and tests)."""
     import io
@@ -359,5 +367,3 @@ def parse_value(con: Construct, data: bytes) -> Any:
         raise FormatError(f"{len(data) - stream.tell()} trailing bytes")
     return value
 
-
-Parser = Callable[[Any], Any]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass, field as dc_field
 from enum import Enum
-from typing import Any, Callable, Mapping, Sequence, Union
+from typing import Any, Mapping, Sequence, Union
 
 from construct import Construct, Float64b, Flag, Int8sb, Int16sb, Int16ub, Int32sb, Int32ub, Int64sb
 
@@ -403,10 +403,19 @@ class Message:
         except Exception as exc:
             raise EncodeError(f"{self.name} v{version}: {exc}") from exc
 
-    def decode(self, data: bytes | bytearray | memoryview, version: int) -> Struct:
-        """Decode a whole body; malformed, truncated or over-long input -> INVALID_REQUEST."""
+    def decode(self, data: bytes | bytearray | memoryview, version: int,
+               offset: int = 0) -> Struct:
+        """Decode a whole body (from ``offset`` to the end of ``data``).
+
+        Malformed, truncated or over-long input -> KafkaError(INVALID_REQUEST).
+        Pass a ``bytes`` frame plus ``offset`` to avoid copying the body.
+        """
         con = self.construct(version)
+        if type(data) is not bytes:
+            data = bytes(data)  # BytesIO shares a bytes object; other buffers are copied
         stream = io.BytesIO(data)
+        if offset:
+            stream.seek(offset)
         try:
             result = con._parse(stream, None, self.name)
         except KafkaError:
@@ -414,14 +423,11 @@ class Message:
         except Exception as exc:  # construct, struct, unicode, overflow...
             raise KafkaError(ErrorCode.INVALID_REQUEST,
                              f"malformed {self.name} v{version}: {exc}") from None
-        size = len(memoryview(data).cast("B")) if not isinstance(data, bytes) else len(data)
-        if stream.tell() != size:
-            raise KafkaError(ErrorCode.INVALID_REQUEST,
-                             f"{size - stream.tell()} trailing bytes after {self.name} v{version}")
+        if stream.tell() != len(data):
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"{len(data) - stream.tell()} "
+                             f"trailing bytes after {self.name} v{version}")
         return result
 
     def __repr__(self) -> str:
         return f"Message({self.name!r}, {self.versions.low}-{self.versions.high})"
 
-
-MessageFactory = Callable[..., Message]

@@ -229,7 +229,7 @@ class AdminZkClient:
             new = assign.assign_replicas_to_brokers(to_add, len(p0), broker_ids, start, len(existing))
         full = {**existing, **new}
         if not validate_only:
-            self.zk.set_data(TopicZNode.path(topic), self._encode_preserving(data, full), version=stat.version)
+            self.zk.set(TopicZNode.path(topic), self._encode_preserving(data, full), version=stat.version)
         return full
 
     def change_topic_config(self, topic: str, config: Mapping[str, str]) -> None:
@@ -253,12 +253,12 @@ class AdminZkClient:
     def _set_or_create_entity_config(self, entity_type: str, name: str, config: Mapping[str, str]) -> None:
         path, data = ConfigEntityZNode.path(entity_type, name), ConfigEntityZNode.encode(dict(config))
         try:
-            self.zk.set_data(path, data)
+            self.zk.set(path, data)
         except NoNodeError:
             try:
                 self.zk.create(path, data, makepath=True)
             except NodeExistsError:
-                self.zk.set_data(path, data)
+                self.zk.set(path, data)
 
     @staticmethod
     def _encode_preserving(old: bytes, assignment: dict[int, list[int]]) -> bytes:
@@ -273,3 +273,29 @@ class AdminZkClient:
         if "topic_id" in kept:
             obj["version"] = max(obj["version"], 3)
         return json.dumps(obj, separators=(",", ":")).encode()
+
+
+# ------------------------------------------------------------- sessions
+
+class ZooKeeperUnavailable(AdminOperationError):
+    """No ZooKeeper session could be established in time."""
+
+
+def open_zk(connect_string: str, timeout: float = 10.0, read_only: bool = False) -> KazooClient:
+    """A started KazooClient, or ZooKeeperUnavailable (one line) after ``timeout`` seconds."""
+    zk = KazooClient(hosts=connect_string, timeout=max(timeout, 4.0), read_only=read_only)
+    try:
+        zk.start(timeout=timeout)
+    except Exception as exc:  # KazooTimeoutError, bad host strings, resolution errors...
+        _close_zk(zk)
+        reason = str(exc) or type(exc).__name__
+        raise ZooKeeperUnavailable(f"cannot connect to ZooKeeper at {connect_string} within {timeout:g}s "
+                                   f"({reason})") from None
+    return zk
+
+
+def _close_zk(zk: KazooClient) -> None:
+    try:
+        zk.stop()
+    finally:
+        zk.close()

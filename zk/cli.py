@@ -55,4 +55,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run as `python -m odradek.zk.cli`: dispatch through the imported module so that
+    # subcommands' CommandError is the class caught above, not a __main__ copy.
+    from odradek.zk.cli import main as _main
+    sys.exit(_main())

@@ -313,6 +313,14 @@ def _parse_servers(spec: str) -> dict[int, tuple[str, int, int]]:
     return servers
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse whose usage errors are one-line CommandErrors (exit code 1)."""
+
+    def error(self, message: str):  # type: ignore[override]
+        from odradek.zk.cli import CommandError
+        raise CommandError(message)
+
+
 def main(argv: list[str]) -> int:
     """``odradek zookeeper start (zoo.cfg | data-dir | --id N --data-dir D --client-port P [--servers ...])``.
 
@@ -320,7 +328,7 @@ def main(argv: list[str]) -> int:
     """
     from odradek.zk.cli import CommandError
 
-    parser = argparse.ArgumentParser(prog="odradek zookeeper", description="run one ZooKeeper node (foreground)")
+    parser = _Parser(prog="odradek zookeeper", description="run one ZooKeeper node (foreground)")
     parser.add_argument("action", choices=["start"])
     parser.add_argument("config", nargs="?", help="a zoo.cfg, or a data dir holding one")
     parser.add_argument("--id", type=int, default=1, help="this node's myid (default 1)")

@@ -1,0 +1,95 @@
+"""Kafka's checkpoint files and meta.properties.
+
+Invariant: a checkpoint file on disk is always complete — it is written to
+``<name>.tmp``, fsynced, then renamed over the old file (``CheckpointFile.scala``).
+Format: line 1 version (0), line 2 entry count, then one entry per line with
+space-separated fields (``topic partition offset`` or ``epoch startOffset``).
+"""
+from __future__ import annotations
+
+import os
+from typing import Iterable, Mapping
+
+VERSION = 0
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+HIGH_WATERMARK_CHECKPOINT = "replication-offset-checkpoint"
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+META_PROPERTIES = "meta.properties"
+
+
+class CheckpointError(Exception):
+    """A malformed checkpoint file."""
+
+
+def write_atomically(path: str, text: str) -> None:
+    """Replace ``path`` with ``text`` via temp file, fsync and rename."""
+    tmp = path + ".tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, text.encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+def write_entries(path: str, entries: Iterable[tuple]) -> None:
+    lines = [" ".join(str(f) for f in e) for e in entries]
+    write_atomically(path, f"{VERSION}\n{len(lines)}\n" + "".join(line + "\n" for line in lines))
+
+
+def read_entries(path: str, fields: int) -> list[list[str]]:
+    """The entries of a checkpoint file ([] if it does not exist)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except FileNotFoundError:
+        return []
+    if len(lines) < 2 or lines[0].strip() != str(VERSION):
+        raise CheckpointError(f"{path}: unrecognised version or empty file")
+    try:
+        count = int(lines[1])
+    except ValueError:
+        raise CheckpointError(f"{path}: malformed entry count {lines[1]!r}") from None
+    entries = [line.split() for line in lines[2:] if line.strip()]
+    if len(entries) != count or any(len(e) != fields for e in entries):
+        raise CheckpointError(f"{path}: expected {count} entries of {fields} fields")
+    return entries
+
+
+class OffsetCheckpointFile:
+    """``topic partition offset`` checkpoints (recovery points, log start offsets, HWs)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def write(self, offsets: Mapping[tuple[str, int], int]) -> None:
+        write_entries(self.path, ((t, p, o) for (t, p), o in sorted(offsets.items())))
+
+    def read(self) -> dict[tuple[str, int], int]:
+        try:
+            return {(t, int(p)): int(o) for t, p, o in read_entries(self.path, 3)}
+        except ValueError:
+            raise CheckpointError(f"{self.path}: malformed partition or offset") from None
+
+
+def read_properties(path: str) -> dict[str, str] | None:
+    """A small ``key=value`` file such as meta.properties (None if absent)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except FileNotFoundError:
+        return None
+    props = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if line and line[0] not in "#!" and "=" in line:
+            k, v = line.split("=", 1)
+            props[k.strip()] = v.strip()
+    return props
+
+
+def write_properties(path: str, props: Mapping[str, object], comment: str = "") -> None:
+    head = f"#{comment}\n" if comment else ""
+    write_atomically(path, head + "".join(f"{k}={v}\n" for k, v in props.items()))

@@ -1,0 +1,106 @@
+"""Leader epoch cache of one partition, persisted as ``leader-epoch-checkpoint``.
+
+Invariant: entries (epoch, start_offset) are strictly increasing in both fields,
+and the file always reflects them (rewritten atomically on every change, which
+happens only when the leader epoch changes or the log is truncated).
+File: ``0``, count, then ``epoch startOffset`` lines (``LeaderEpochCheckpointFile``).
+"""
+from __future__ import annotations
+
+import logging
+from bisect import bisect_right
+from typing import NamedTuple
+
+from .checkpoint import CheckpointError, read_entries, write_entries
+
+log = logging.getLogger(__name__)
+
+UNDEFINED_EPOCH = -1
+UNDEFINED_EPOCH_OFFSET = -1
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+
+
+class EpochEntry(NamedTuple):
+    epoch: int
+    start_offset: int
+
+
+class LeaderEpochFileCache:
+    """``LeaderEpochFileCache``: which offset each leader epoch started at."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        try:
+            self._entries = [EpochEntry(int(e), int(o)) for e, o in read_entries(path, 2)]
+        except (CheckpointError, ValueError) as e:
+            log.warning("ignoring malformed leader epoch checkpoint %s: %s", path, e)
+            self._entries = []
+
+    @property
+    def entries(self) -> list[EpochEntry]:
+        return list(self._entries)
+
+    @property
+    def latest_epoch(self) -> int:
+        return self._entries[-1].epoch if self._entries else UNDEFINED_EPOCH
+
+    @property
+    def earliest_entry(self) -> EpochEntry | None:
+        return self._entries[0] if self._entries else None
+
+    def assign(self, epoch: int, start_offset: int) -> None:
+        """Record that ``epoch`` starts at ``start_offset`` (no-op unless it is a new latest epoch)."""
+        if epoch < 0 or (self._entries and epoch <= self._entries[-1].epoch):
+            if self._entries and epoch < self._entries[-1].epoch:
+                log.debug("%s: not assigning stale epoch %d at %d", self.path, epoch, start_offset)
+            return
+        # drop entries that would break monotonicity (Kafka: maybeTruncateNonMonotonicEntries)
+        while self._entries and self._entries[-1].start_offset >= start_offset:
+            self._entries.pop()
+        self._entries.append(EpochEntry(epoch, start_offset))
+        self._flush()
+
+    def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> tuple[int, int]:
+        """(epoch, end offset) for OffsetForLeaderEpoch: the largest epoch ≤ the requested
+        one and the start offset of the next epoch (or the LEO for the latest epoch)."""
+        if requested_epoch == UNDEFINED_EPOCH or not self._entries:
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        if requested_epoch == self._entries[-1].epoch:
+            return requested_epoch, log_end_offset
+        epochs = [e.epoch for e in self._entries]
+        i = bisect_right(epochs, requested_epoch)  # first entry with epoch > requested
+        if i == len(epochs):
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        higher = self._entries[i]
+        if i == 0:
+            return requested_epoch, higher.start_offset
+        return self._entries[i - 1].epoch, higher.start_offset
+
+    def epoch_for_offset(self, offset: int) -> int:
+        """The epoch whose range holds ``offset`` (UNDEFINED_EPOCH if before the first)."""
+        starts = [e.start_offset for e in self._entries]
+        i = bisect_right(starts, offset)
+        return self._entries[i - 1].epoch if i else UNDEFINED_EPOCH
+
+    def truncate_from_end(self, end_offset: int) -> None:
+        """Drop entries starting at or after ``end_offset`` (log truncated to it)."""
+        if end_offset >= 0 and self._entries and self._entries[-1].start_offset >= end_offset:
+            self._entries = [e for e in self._entries if e.start_offset < end_offset]
+            self._flush()
+
+    def truncate_from_start(self, start_offset: int) -> None:
+        """Log start moved to ``start_offset``: drop earlier entries but keep the epoch
+        covering it, moved to start there."""
+        if not self._entries or self._entries[0].start_offset >= start_offset:
+            return
+        keep = [e for e in self._entries if e.start_offset > start_offset]
+        covering = [e for e in self._entries if e.start_offset <= start_offset][-1]
+        self._entries = [EpochEntry(covering.epoch, start_offset)] + keep
+        self._flush()
+
+    def clear_and_flush(self) -> None:
+        self._entries = []
+        self._flush()
+
+    def _flush(self) -> None:
+        write_entries(self.path, self._entries)

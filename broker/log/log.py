@@ -1,0 +1,503 @@
+"""The log of one partition: an ordered list of segments in ``<log.dir>/<topic>-<p>``.
+
+Invariants:
+- segments are sorted by base offset and contiguous in offsets; the last one is
+  the active segment and the only one appended to;
+- ``log_start_offset ≤ log_end_offset``; offsets are assigned from the LEO and are
+  never reused, even after retention deletes every segment;
+- an append validates every batch (header, sizes, CRC32C) before writing a byte,
+  so a rejected append leaves the log byte-identical; batches are rewritten only
+  in their header (baseOffset, partitionLeaderEpoch, LogAppendTime + CRC) and
+  records are never decoded;
+- after construction the files hold only complete valid batches: an unclean
+  shutdown is recovered from the recovery point (``Log.loadSegments``/``recoverLog``).
+
+Segment deletion renames the files to ``.deleted`` and removes them at once
+(``file.delete.delay.ms`` is not waited for: reads are synchronous on the reactor
+thread, so no reader can still hold a deleted segment).
+"""
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import time as _time
+from bisect import bisect_right
+from typing import Callable, NamedTuple
+
+from odradek.protocol import record_batch as rb
+from odradek.protocol.errors import ErrorCode, KafkaError
+
+from ..config import LONG_MAX, LogConfig
+from .checkpoint import CLEAN_SHUTDOWN_FILE
+from .epoch_cache import LEADER_EPOCH_CHECKPOINT, LeaderEpochFileCache
+from .index import CorruptIndexError
+from .segment import DELETED_SUFFIX, INT32_MAX, LOG_SUFFIX, LogSegment
+
+logger = logging.getLogger(__name__)
+
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+_SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex|snapshot)(\.deleted|\.cleaned|\.swap)?$")
+
+
+class LogAppendInfo(NamedTuple):
+    first_offset: int
+    last_offset: int
+    log_append_time: int
+    log_start_offset: int
+
+
+class UnexpectedAppendOffsetError(KafkaError):
+    """A follower append whose first offset is below the LEO (``UnexpectedAppendOffsetException``)."""
+
+    def __init__(self, first_offset: int, log_end_offset: int) -> None:
+        super().__init__(ErrorCode.UNKNOWN_SERVER_ERROR,
+                         f"first offset {first_offset} is below the log end offset {log_end_offset}")
+        self.first_offset = first_offset
+        self.log_end_offset = log_end_offset
+
+
+def parse_topic_partition(dirname: str) -> tuple[str, int]:
+    """``my-topic-3`` -> ("my-topic", 3); ValueError if it is not a partition directory."""
+    topic, sep, part = os.path.basename(dirname.rstrip("/")).rpartition("-")
+    if not sep or not topic or not part.isdigit():
+        raise ValueError(f"not a partition directory: {dirname}")
+    return topic, int(part)
+
+
+class Log:
+    """A partition's log; see the module invariants."""
+
+    def __init__(self, dir: str, config: LogConfig, recovery_point: int = 0,
+                 time: Callable[[], float] = _time.time, log_start_offset: int = 0,
+                 had_clean_shutdown: bool | None = None) -> None:
+        self.dir = dir
+        self.topic, self.partition = parse_topic_partition(dir)
+        self.config = config
+        self._time = time
+        os.makedirs(dir, exist_ok=True)
+        if had_clean_shutdown is None:
+            had_clean_shutdown = os.path.exists(os.path.join(os.path.dirname(dir.rstrip("/")),
+                                                             CLEAN_SHUTDOWN_FILE))
+        self.leader_epoch_cache = LeaderEpochFileCache(os.path.join(dir, LEADER_EPOCH_CHECKPOINT))
+        self.segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self.recovery_point = recovery_point
+        self._high_watermark: int | None = None
+        self._load_segments(had_clean_shutdown)
+        first = self.segments[0].base_offset
+        self.log_start_offset = min(max(log_start_offset, first), self.log_end_offset)
+        self.recovery_point = min(max(self.recovery_point, 0), self.log_end_offset)
+        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+        self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+
+    # ---------------------------------------------------------------- loading
+    def _now_ms(self) -> int:
+        return int(self._time() * 1000)
+
+    def _new_segment(self, base_offset: int) -> LogSegment:
+        c = self.config
+        return LogSegment.create(self.dir, base_offset, c["index.interval.bytes"], c["segment.index.bytes"],
+                                 c["segment.jitter.ms"], c["segment.ms"], self._now_ms)
+
+    def _load_segments(self, had_clean_shutdown: bool) -> None:
+        bases = set()
+        for name in os.listdir(self.dir):
+            path = os.path.join(self.dir, name)
+            if name.endswith((DELETED_SUFFIX, ".cleaned", ".tmp")):
+                os.remove(path)  # interrupted deletion / cleaning / checkpoint
+                continue
+            if name.endswith(".swap"):  # interrupted compaction swap: complete it
+                os.replace(path, path[:-len(".swap")])
+                name = name[:-len(".swap")]
+            m = _SEGMENT_FILE.match(name)
+            if m and m.group(2) == "log":
+                bases.add(int(m.group(1)))
+        for name in os.listdir(self.dir):  # indexes without a log file
+            m = _SEGMENT_FILE.match(name)
+            if m and m.group(2) in ("index", "timeindex") and int(m.group(1)) not in bases:
+                os.remove(os.path.join(self.dir, name))
+        c = self.config
+        for base in sorted(bases):
+            seg = LogSegment(self.dir, base, c["index.interval.bytes"], c["segment.index.bytes"],
+                             now_ms=self._now_ms)
+            self.segments.append(seg)
+        self._bases = [s.base_offset for s in self.segments]
+        for i, seg in enumerate(self.segments):
+            needs_recovery = not had_clean_shutdown and (
+                i + 1 == len(self.segments) or self.segments[i + 1].base_offset > self.recovery_point)
+            if not needs_recovery:
+                try:
+                    seg.load()
+                    continue
+                except (CorruptIndexError, OSError, KafkaError) as e:
+                    logger.warning("%s: rebuilding indexes of %s (%s)", self.dir, seg.log_path, e)
+            if self._recover_segment(i):
+                break
+        if not self.segments:
+            seg = self._new_segment(max(self.recovery_point, 0))
+            self.segments.append(seg)
+            self._bases = [seg.base_offset]
+
+    def _recover_segment(self, i: int) -> bool:
+        """Recover segment ``i``; if it had a corrupt tail, delete all later segments (True)."""
+        seg = self.segments[i]
+        cache = self.leader_epoch_cache
+
+        def on_batch(h: rb.BatchHeader) -> None:
+            if h.partition_leader_epoch > cache.latest_epoch:
+                cache.assign(h.partition_leader_epoch, h.base_offset)
+
+        truncated = seg.recover(on_batch)
+        if truncated:
+            logger.warning("%s: truncated %d invalid bytes at the end of %s", self.dir, truncated, seg.log_path)
+        later = self.segments[i + 1:]
+        prev_end = seg.next_offset
+        if not truncated and later and later[0].base_offset >= prev_end:
+            return False
+        if later:
+            logger.warning("%s: deleting %d segments after the recovered corruption", self.dir, len(later))
+            self._remove_segments(later)
+        return True
+
+    # ---------------------------------------------------------------- state
+    @property
+    def active_segment(self) -> LogSegment:
+        return self.segments[-1]
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.segments[-1].next_offset
+
+    @property
+    def size(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    @property
+    def topic_partition(self) -> tuple[str, int]:
+        return self.topic, self.partition
+
+    @property
+    def high_watermark(self) -> int:
+        """The HW set by the replica manager (the LEO until it sets one)."""
+        hw = self._high_watermark
+        return self.log_end_offset if hw is None else hw
+
+    def update_high_watermark(self, hw: int) -> int:
+        """Set the HW, clamped to [log start, LEO]; returns the value kept."""
+        self._high_watermark = min(max(hw, self.log_start_offset), self.log_end_offset)
+        return self._high_watermark
+
+    @property
+    def latest_epoch(self) -> int:
+        return self.leader_epoch_cache.latest_epoch
+
+    def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int]:
+        """(epoch, end offset) as OffsetForLeaderEpoch answers it."""
+        return self.leader_epoch_cache.end_offset_for(leader_epoch, self.log_end_offset)
+
+    def update_config(self, config: LogConfig) -> None:
+        self.config = config
+
+    # ---------------------------------------------------------------- append
+    def _validate(self, records: bytes | bytearray, max_size: int | None,
+                  check_count: bool = True) -> list[tuple[int, rb.BatchHeader]]:
+        """Headers of every batch in ``records``; raises KafkaError before anything is written."""
+        n = len(records)
+        if n == 0:
+            raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "empty records")
+        batches = []
+        pos = 0
+        validate = rb.validate
+        while pos < n:
+            h = validate(records, pos, max_size)
+            if check_count and h.records_count != h.last_offset_delta + 1:
+                raise KafkaError(ErrorCode.INVALID_RECORD, "record count does not match the offset delta")
+            batches.append((pos, h))
+            pos += h.size
+        return batches
+
+    def append_as_leader(self, records: bytes | bytearray, leader_epoch: int) -> LogAppendInfo:
+        """Validate, assign offsets from the LEO, stamp the epoch (and LogAppendTime), append."""
+        config = self.config
+        buf = bytearray(records)
+        batches = self._validate(buf, config["max.message.bytes"])
+        now = self._now_ms()
+        ts_max_diff = config["message.timestamp.difference.max.ms"]
+        log_append_time = config.log_append_time
+        for _, h in batches:
+            if h.is_control:
+                raise KafkaError(ErrorCode.INVALID_RECORD, "clients may not write control batches")
+            if ts_max_diff != LONG_MAX and not log_append_time and (
+                    abs(h.base_timestamp - now) > ts_max_diff or abs(h.max_timestamp - now) > ts_max_diff):
+                raise KafkaError(ErrorCode.INVALID_TIMESTAMP, "timestamp out of the acceptable range")
+        first = offset = self.log_end_offset
+        infos = []
+        set_base, set_epoch, set_lat = rb.set_base_offset, rb.set_partition_leader_epoch, rb.set_log_append_time
+        for pos, h in batches:
+            set_base(buf, pos, offset)
+            set_epoch(buf, pos, leader_epoch)
+            max_ts = h.max_timestamp
+            if log_append_time:
+                set_lat(buf, pos, h.size, now)
+                max_ts = now
+            offset += h.last_offset_delta + 1
+            infos.append((pos, offset - 1, max_ts, h.size))
+        self._append(buf, infos, first, now)
+        if leader_epoch >= 0 and leader_epoch > self.leader_epoch_cache.latest_epoch:
+            self.leader_epoch_cache.assign(leader_epoch, first)
+        return LogAppendInfo(first, offset - 1, now if log_append_time else -1, self.log_start_offset)
+
+    def append_as_follower(self, records: bytes | bytearray) -> LogAppendInfo:
+        """Append the leader's batches as they are (offsets and epochs kept)."""
+        if not records:
+            return LogAppendInfo(-1, -1, -1, self.log_start_offset)
+        batches = self._validate(records, None, check_count=False)  # compacted batches have gaps
+        leo = self.log_end_offset
+        first = batches[0][1].base_offset
+        if first < leo:
+            raise UnexpectedAppendOffsetError(first, leo)
+        infos = []
+        expected = first
+        for pos, h in batches:
+            if h.base_offset < expected:
+                raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"out of order offset {h.base_offset}")
+            expected = h.next_offset
+            infos.append((pos, h.last_offset, h.max_timestamp, h.size))
+        now = self._now_ms()
+        self._append(records, infos, first, now)
+        cache = self.leader_epoch_cache
+        for _, h in batches:
+            if h.partition_leader_epoch > cache.latest_epoch:
+                cache.assign(h.partition_leader_epoch, h.base_offset)
+        return LogAppendInfo(first, expected - 1, -1, self.log_start_offset)
+
+    def _append(self, buf: bytes | bytearray, infos: list, first_offset: int, now: int) -> None:
+        seg = self.active_segment
+        last_offset = infos[-1][1]
+        c = self.config
+        if seg.should_roll(len(buf), last_offset, now, c["segment.bytes"], c["segment.ms"]):
+            seg = self.roll(first_offset)
+        if seg.size == 0 and seg.base_offset != first_offset and first_offset > seg.base_offset:
+            # an empty active segment must start at its first batch (follower gaps, reused names)
+            seg = self._replace_empty_active(first_offset)
+        seg.append(buf, infos, now)
+
+    def _replace_empty_active(self, base: int) -> LogSegment:
+        old = self.segments.pop()
+        self._bases.pop()
+        old.delete_files()
+        seg = self._new_segment(base)
+        self.segments.append(seg)
+        self._bases.append(base)
+        return seg
+
+    def roll(self, new_base: int | None = None) -> LogSegment:
+        """Start a new active segment at ``new_base`` (default: the LEO)."""
+        base = self.log_end_offset if new_base is None else new_base
+        old = self.active_segment
+        if old.size == 0:
+            return self._replace_empty_active(base) if base != old.base_offset else old
+        old.on_become_inactive()
+        seg = self._new_segment(base)
+        self.segments.append(seg)
+        self._bases.append(base)
+        self.flush(base)  # Kafka flushes the old segment on roll; this advances the recovery point
+        return seg
+
+    # ---------------------------------------------------------------- read
+    def read(self, offset: int, max_bytes: int, max_offset: int | None = None,
+             min_one_batch: bool = True) -> bytes:
+        """Whole batches from ``offset`` (see LogSegment.read); KafkaError(OFFSET_OUT_OF_RANGE)
+        below the log start or beyond the LEO."""
+        leo = self.log_end_offset
+        if offset == leo:
+            return b""
+        if offset < self.log_start_offset or offset > leo:
+            raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE,
+                             f"offset {offset} not in [{self.log_start_offset}, {leo}] of {self.topic}-{self.partition}")
+        if max_offset is not None and offset >= max_offset:
+            return b""
+        i = bisect_right(self._bases, offset) - 1
+        for seg in self.segments[max(i, 0):]:
+            data = seg.read(offset, max_bytes, max_offset, min_one_batch)
+            if data is not None:
+                return data
+        return b""
+
+    def fetch_offset_by_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first batch with a timestamp ≥ ``timestamp`` (its base
+        offset and max timestamp); -2 gives the log start, -1 the LEO (timestamp -1)."""
+        if timestamp == EARLIEST_TIMESTAMP:
+            return self.log_start_offset, -1
+        if timestamp == LATEST_TIMESTAMP:
+            return self.log_end_offset, -1
+        for seg in self.segments:
+            if seg.next_offset > self.log_start_offset and seg.max_timestamp >= timestamp:
+                found = seg.find_offset_by_timestamp(timestamp, self.log_start_offset)
+                if found is not None:
+                    return found
+        return None
+
+    def earliest_offset(self) -> int:
+        return self.log_start_offset
+
+    def latest_offset(self) -> int:
+        return self.log_end_offset
+
+    # ---------------------------------------------------------------- retention
+    def delete_old_segments(self) -> int:
+        """Delete segments beyond retention.ms / retention.bytes or below the log start;
+        returns how many were deleted. Never past the high watermark."""
+        if self.config.delete_enabled:
+            return (self._delete_retention_ms_breached() + self._delete_retention_size_breached()
+                    + self._delete_log_start_offset_breached())
+        return self._delete_log_start_offset_breached()
+
+    def _deletable(self, predicate: Callable[[LogSegment, LogSegment | None], bool]) -> list[LogSegment]:
+        hw = self.high_watermark
+        out = []
+        for i, seg in enumerate(self.segments):
+            nxt = self.segments[i + 1] if i + 1 < len(self.segments) else None
+            upper = nxt.base_offset if nxt else self.log_end_offset
+            if nxt is None and seg.size == 0:
+                break
+            if hw >= upper and predicate(seg, nxt):
+                out.append(seg)
+            else:
+                break
+        return out
+
+    def _delete_segments(self, deletable: list[LogSegment]) -> int:
+        if not deletable:
+            return 0
+        if deletable[-1] is self.active_segment:
+            self.roll()  # deleting everything: keep an empty active segment at the LEO
+        self._remove_segments(deletable)
+        self.maybe_increment_log_start_offset(self.segments[0].base_offset)
+        return len(deletable)
+
+    def _delete_retention_ms_breached(self) -> int:
+        retention = self.config["retention.ms"]
+        if retention < 0:
+            return 0
+        now = self._now_ms()
+        return self._delete_segments(self._deletable(lambda s, _: now - s.largest_timestamp > retention))
+
+    def _delete_retention_size_breached(self) -> int:
+        limit = self.config["retention.bytes"]
+        size = self.size
+        if limit < 0 or size < limit:
+            return 0
+        diff = [size - limit]
+
+        def predicate(seg: LogSegment, _: LogSegment | None) -> bool:
+            if diff[0] - seg.size >= 0:
+                diff[0] -= seg.size
+                return True
+            return False
+        return self._delete_segments(self._deletable(predicate))
+
+    def _delete_log_start_offset_breached(self) -> int:
+        start = self.log_start_offset
+        return self._delete_segments(self._deletable(lambda s, n: n is not None and n.base_offset <= start))
+
+    def maybe_increment_log_start_offset(self, offset: int) -> bool:
+        """Move the log start forward (retention, DeleteRecords); never beyond the HW/LEO."""
+        if offset <= self.log_start_offset:
+            return False
+        if offset > self.high_watermark:
+            raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE, f"log start {offset} beyond the high watermark")
+        self.log_start_offset = offset
+        self.leader_epoch_cache.truncate_from_start(offset)
+        self.recovery_point = max(self.recovery_point, offset)
+        return True
+
+    def _remove_segments(self, segs: list[LogSegment]) -> None:
+        ids = {id(s) for s in segs}
+        self.segments = [s for s in self.segments if id(s) not in ids]
+        self._bases = [s.base_offset for s in self.segments]
+        for s in segs:
+            s.rename_to_deleted()
+        for s in segs:
+            s.delete_files()
+
+    # ---------------------------------------------------------------- truncation
+    def truncate_to(self, offset: int) -> bool:
+        """Remove everything at and after ``offset`` (follower truncation); False if ≥ LEO."""
+        if offset < 0:
+            raise ValueError(f"cannot truncate to negative offset {offset}")
+        if offset >= self.log_end_offset:
+            return False
+        if self.segments[0].base_offset > offset:
+            self.truncate_fully_and_start_at(offset)
+            return True
+        self._remove_segments([s for s in self.segments if s.base_offset > offset])
+        self.active_segment.truncate_to(offset)
+        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)  # ≤ offset: whole batches go
+        self.log_start_offset = min(offset, self.log_start_offset)
+        self.recovery_point = min(offset, self.recovery_point)
+        if self._high_watermark is not None:
+            self._high_watermark = min(self._high_watermark, self.log_end_offset)
+        return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete every segment and restart the log empty at ``offset``."""
+        if offset < 0:
+            raise ValueError(f"cannot start at negative offset {offset}")
+        old = self.segments
+        self.segments = []
+        self._bases = []
+        for s in old:
+            s.rename_to_deleted()
+        for s in old:
+            s.delete_files()
+        seg = self._new_segment(offset)
+        self.segments = [seg]
+        self._bases = [offset]
+        self.leader_epoch_cache.clear_and_flush()
+        self.log_start_offset = self.recovery_point = offset
+        if self._high_watermark is not None:
+            self._high_watermark = offset
+
+    # ---------------------------------------------------------------- lifecycle
+    def flush(self, offset: int | None = None) -> None:
+        """fsync segments holding offsets below ``offset`` (default LEO) from the recovery
+        point on, then advance the recovery point."""
+        offset = self.log_end_offset if offset is None else offset
+        if offset <= self.recovery_point:
+            return
+        for seg in self.segments:
+            if seg.next_offset > self.recovery_point and seg.base_offset < offset:
+                seg.flush()
+        self.recovery_point = offset
+
+    def close(self) -> None:
+        for seg in self.segments:
+            seg.close()
+
+    def delete(self) -> None:
+        """Remove every file of this log and its directory."""
+        for seg in self.segments:
+            seg.close_handlers()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def rename_dir(self, new_dir: str) -> None:
+        """Move the partition directory (topic deletion); the log must not be used afterwards."""
+        self.close()
+        os.replace(self.dir, new_dir)
+        self.dir = new_dir
+
+    def __repr__(self) -> str:
+        return (f"Log({self.topic}-{self.partition}, start={self.log_start_offset}, "
+                f"end={self.log_end_offset}, segments={len(self.segments)})")
+
+
+def is_log_file(name: str) -> bool:
+    return name.endswith(LOG_SUFFIX) and bool(_SEGMENT_FILE.match(name))
+
+
+__all__ = ["Log", "LogAppendInfo", "UnexpectedAppendOffsetError", "parse_topic_partition",
+           "EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "INT32_MAX", "is_log_file"]

@@ -1,0 +1,274 @@
+"""LogManager: every partition log of this broker, across its log directories.
+
+Invariants:
+- each log dir is locked (``.lock``, flock) while the manager owns it;
+- ``.kafka_cleanshutdown`` exists in a log dir only between ``shutdown()`` and the
+  next load: it is removed as soon as the logs are loaded, so a later crash is
+  seen as unclean and the logs are recovered from their checkpointed recovery points;
+- checkpoint files name only partitions present in their log dir.
+All methods are short blocking file operations (called from the reactor thread).
+"""
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import shutil
+import time as _time
+import uuid
+from typing import Callable, Mapping
+
+from ..config import KafkaConfig, LogConfig
+from .checkpoint import (CLEAN_SHUTDOWN_FILE, HIGH_WATERMARK_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
+                         META_PROPERTIES, RECOVERY_POINT_CHECKPOINT, CheckpointError,
+                         OffsetCheckpointFile, read_properties, write_properties)
+from .log import Log, parse_topic_partition
+
+logger = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+DELETE_DIR_SUFFIX = "-delete"
+FUTURE_DIR_SUFFIX = "-future"
+LOCK_FILE = ".lock"
+
+
+class LogDirError(Exception):
+    """A log directory problem (locked by another broker, inconsistent meta.properties...)."""
+
+
+class LogManager:
+    """Loads, creates, deletes and checkpoints the partition logs of a broker."""
+
+    def __init__(self, log_dirs: list[str] | str, config: KafkaConfig,
+                 time: Callable[[], float] = _time.time, *, broker_id: int | None = None,
+                 cluster_id: str | None = None,
+                 topic_config: Callable[[str], LogConfig] | None = None) -> None:
+        if isinstance(log_dirs, str):
+            log_dirs = [d for d in log_dirs.split(",") if d.strip()]
+        self.log_dirs = [os.path.abspath(d.strip()) for d in log_dirs]
+        if len(set(self.log_dirs)) != len(self.log_dirs):
+            raise LogDirError(f"duplicate log directory in {','.join(self.log_dirs)}")
+        self.config = config
+        self._time = time
+        self._topic_config = topic_config or (lambda topic: LogConfig.from_broker(config))
+        self._logs: dict[TopicPartition, Log] = {}
+        self._log_dir_of: dict[TopicPartition, str] = {}
+        self._locks: dict[str, int] = {}
+        self._closed = False
+        try:
+            for d in self.log_dirs:
+                os.makedirs(d, exist_ok=True)
+                self._lock(d)
+            if broker_id is not None or cluster_id is not None:
+                self.check_and_write_meta_properties(broker_id, cluster_id)
+            for d in self.log_dirs:
+                self._load_dir(d)
+        except BaseException:
+            for log in self._logs.values():
+                log.close()
+            self._unlock_all()
+            raise
+
+    # ---------------------------------------------------------------- startup
+    def _lock(self, d: str) -> None:
+        fd = os.open(os.path.join(d, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            self._unlock_all()
+            raise LogDirError(f"Failed to acquire lock on file .lock in {d}. "
+                              f"A Kafka instance in another process or thread is using this directory.") from None
+        self._locks[d] = fd
+
+    def _unlock_all(self) -> None:
+        for fd in self._locks.values():
+            try:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            finally:
+                os.close(fd)
+        self._locks.clear()
+
+    def _read_offsets(self, d: str, name: str) -> dict[TopicPartition, int]:
+        try:
+            return OffsetCheckpointFile(os.path.join(d, name)).read()
+        except CheckpointError as e:
+            logger.warning("ignoring malformed checkpoint: %s", e)
+            return {}
+
+    def _load_dir(self, d: str) -> None:
+        marker = os.path.join(d, CLEAN_SHUTDOWN_FILE)
+        clean = os.path.exists(marker)
+        recovery_points = self._read_offsets(d, RECOVERY_POINT_CHECKPOINT)
+        start_offsets = self._read_offsets(d, LOG_START_OFFSET_CHECKPOINT)
+        for name in sorted(os.listdir(d)):
+            path = os.path.join(d, name)
+            if not os.path.isdir(path):
+                continue
+            if name.endswith(DELETE_DIR_SUFFIX):
+                shutil.rmtree(path, ignore_errors=True)
+                continue
+            if name.endswith(FUTURE_DIR_SUFFIX):
+                logger.warning("ignoring future replica directory %s", path)
+                continue
+            try:
+                tp = parse_topic_partition(name)
+            except ValueError:
+                continue
+            if tp in self._logs:
+                raise LogDirError(f"Duplicate log directories for {tp[0]}-{tp[1]}: "
+                                  f"{self._logs[tp].dir} and {path}")
+            log = Log(path, self._topic_config(tp[0]), recovery_points.get(tp, 0), self._time,
+                      start_offsets.get(tp, 0), had_clean_shutdown=clean)
+            self._logs[tp] = log
+            self._log_dir_of[tp] = d
+        if clean:
+            os.remove(marker)
+        logger.info("loaded %d logs from %s (%s shutdown)", sum(1 for v in self._log_dir_of.values() if v == d),
+                    d, "clean" if clean else "unclean")
+
+    def check_and_write_meta_properties(self, broker_id: int | None, cluster_id: str | None) -> None:
+        """Check every dir's meta.properties against ``broker_id``/``cluster_id`` and
+        write it where it is missing (``BrokerMetadataCheckpoint``)."""
+        stored = self.stored_broker_metadata()
+        if broker_id is not None and stored.get("broker.id") not in (None, str(broker_id)):
+            raise LogDirError(f"Configured broker.id {broker_id} doesn't match stored broker.id "
+                              f"{stored['broker.id']} in meta.properties")
+        if cluster_id is not None and stored.get("cluster.id") not in (None, cluster_id):
+            raise LogDirError(f"The Cluster ID {cluster_id} doesn't match stored clusterId "
+                              f"{stored['cluster.id']} in meta.properties")
+        props = {"version": "0"}
+        if broker_id is not None:
+            props["broker.id"] = str(broker_id)
+        if cluster_id is not None:
+            props["cluster.id"] = cluster_id
+        for d in self.log_dirs:
+            path = os.path.join(d, META_PROPERTIES)
+            current = read_properties(path)
+            if current != {**(current or {}), **props}:
+                write_properties(path, {**(current or {}), **props}, _time.strftime("%a %b %d %H:%M:%S %Z %Y"))
+
+    def stored_broker_metadata(self) -> dict[str, str]:
+        """The meta.properties shared by all log dirs ({} if none); LogDirError if they disagree."""
+        seen: dict[str, str] = {}
+        for d in self.log_dirs:
+            props = read_properties(os.path.join(d, META_PROPERTIES))
+            if not props:
+                continue
+            for key in ("broker.id", "cluster.id"):
+                if key in props:
+                    if key in seen and seen[key] != props[key]:
+                        raise LogDirError(f"Inconsistent {key} in meta.properties across log dirs: "
+                                          f"{seen[key]} and {props[key]}")
+                    seen[key] = props[key]
+        return seen
+
+    # ---------------------------------------------------------------- logs
+    def get_log(self, tp: TopicPartition) -> Log | None:
+        return self._logs.get(tuple(tp))  # type: ignore[arg-type]
+
+    def all_logs(self) -> list[Log]:
+        return list(self._logs.values())
+
+    def logs_for_topic(self, topic: str) -> list[Log]:
+        return [log for (t, _), log in self._logs.items() if t == topic]
+
+    def log_dir_of(self, tp: TopicPartition) -> str | None:
+        return self._log_dir_of.get(tuple(tp))  # type: ignore[arg-type]
+
+    def _next_log_dir(self) -> str:
+        counts = {d: 0 for d in self.log_dirs}
+        for d in self._log_dir_of.values():
+            counts[d] += 1
+        return min(self.log_dirs, key=lambda d: counts[d])
+
+    def get_or_create_log(self, tp: TopicPartition, log_config: LogConfig | None = None) -> Log:
+        """The partition's log, created in the log dir with the fewest partitions if absent."""
+        tp = (tp[0], int(tp[1]))
+        log = self._logs.get(tp)
+        if log is not None:
+            return log
+        d = self._next_log_dir()
+        config = log_config or self._topic_config(tp[0])
+        log = Log(os.path.join(d, f"{tp[0]}-{tp[1]}"), config, 0, self._time, 0, had_clean_shutdown=True)
+        self._logs[tp] = log
+        self._log_dir_of[tp] = d
+        logger.info("created log for %s-%d in %s", tp[0], tp[1], d)
+        return log
+
+    def update_topic_config(self, topic: str, log_config: LogConfig) -> None:
+        for log in self.logs_for_topic(topic):
+            log.update_config(log_config)
+
+    def delete_log(self, tp: TopicPartition) -> bool:
+        """Remove the log: rename its dir to ``<topic>-<p>.<uuid>-delete`` then delete it."""
+        tp = (tp[0], int(tp[1]))
+        log = self._logs.pop(tp, None)
+        d = self._log_dir_of.pop(tp, None)
+        if log is None or d is None:
+            return False
+        target = f"{log.dir}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+        log.rename_dir(target)
+        shutil.rmtree(target, ignore_errors=True)
+        self._checkpoint_dir(d)
+        return True
+
+    def cleanup_logs(self) -> int:
+        """Apply retention to every log; returns the number of segments deleted."""
+        total = 0
+        for log in list(self._logs.values()):
+            total += log.delete_old_segments()
+        return total
+
+    def flush_logs(self) -> None:
+        for log in self._logs.values():
+            log.flush()
+
+    # ---------------------------------------------------------------- checkpoints
+    def _logs_in(self, d: str) -> dict[TopicPartition, Log]:
+        return {tp: self._logs[tp] for tp, ld in self._log_dir_of.items() if ld == d}
+
+    def _checkpoint_dir(self, d: str) -> None:
+        logs = self._logs_in(d)
+        OffsetCheckpointFile(os.path.join(d, RECOVERY_POINT_CHECKPOINT)).write(
+            {tp: log.recovery_point for tp, log in logs.items()})
+        OffsetCheckpointFile(os.path.join(d, LOG_START_OFFSET_CHECKPOINT)).write(
+            {tp: log.log_start_offset for tp, log in logs.items()})
+
+    def checkpoint_recovery_points(self) -> None:
+        for d in self.log_dirs:
+            OffsetCheckpointFile(os.path.join(d, RECOVERY_POINT_CHECKPOINT)).write(
+                {tp: log.recovery_point for tp, log in self._logs_in(d).items()})
+
+    def checkpoint_log_start_offsets(self) -> None:
+        for d in self.log_dirs:
+            OffsetCheckpointFile(os.path.join(d, LOG_START_OFFSET_CHECKPOINT)).write(
+                {tp: log.log_start_offset for tp, log in self._logs_in(d).items()})
+
+    def write_high_watermarks(self, high_watermarks: Mapping[TopicPartition, int]) -> None:
+        """Write ``replication-offset-checkpoint`` in each dir for the partitions it holds."""
+        for d in self.log_dirs:
+            entries = {tp: hw for tp, hw in ((tuple(k), v) for k, v in high_watermarks.items())
+                       if self._log_dir_of.get(tp) == d}  # type: ignore[misc]
+            OffsetCheckpointFile(os.path.join(d, HIGH_WATERMARK_CHECKPOINT)).write(entries)
+
+    def read_high_watermarks(self) -> dict[TopicPartition, int]:
+        out: dict[TopicPartition, int] = {}
+        for d in self.log_dirs:
+            out.update(self._read_offsets(d, HIGH_WATERMARK_CHECKPOINT))
+        return out
+
+    # ---------------------------------------------------------------- shutdown
+    def shutdown(self) -> None:
+        """Flush and close every log, write checkpoints and the clean-shutdown marker."""
+        if self._closed:
+            return
+        self._closed = True
+        for log in self._logs.values():
+            log.flush()
+            log.close()
+        for d in self.log_dirs:
+            self._checkpoint_dir(d)
+            with open(os.path.join(d, CLEAN_SHUTDOWN_FILE), "w"):
+                pass
+        self._unlock_all()

@@ -1,0 +1,175 @@
+"""Request and response headers, and which header version each API version uses.
+
+Invariant: request header v0 = api_key, api_version, correlation_id (ControlledShutdown
+v0 only); v1 adds a NULLABLE_STRING client_id; v2 adds a tagged-field section (client_id
+stays a classic int16 string). Flexible API versions use request header v2 and response
+header v1 (correlation_id + tagged fields), except ApiVersions responses, which always
+use response header v0. Nothing here adds the int32 frame-size prefix.
+"""
+from __future__ import annotations
+
+import io
+import struct
+from types import ModuleType
+from typing import Any, Mapping, NamedTuple
+
+from .errors import ErrorCode, KafkaError
+from .primitives import KafkaString, read_tagged_section, write_tagged_section
+from .schema import Struct
+
+__all__ = [
+    "RequestHeader", "request_header_version", "response_header_version",
+    "decode_request_header", "encode_request_header", "encode_request", "encode_response",
+    "decode_response", "decode_request",
+]
+
+API_VERSIONS_KEY = 18
+CONTROLLED_SHUTDOWN_KEY = 7
+
+_FIXED = struct.Struct(">hhi")
+_CORRELATION = struct.Struct(">i")
+_I16 = struct.Struct(">h")
+_CLIENT_ID = KafkaString(nullable=True, compact=False)
+
+
+class RequestHeader(NamedTuple):
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+
+
+def _api_module(api_key: int) -> ModuleType | None:
+    from .apis import API_BY_KEY  # late import: apis import schema, not header
+
+    return API_BY_KEY.get(api_key)
+
+
+def request_header_version(api_key: int, api_version: int) -> int:
+    """Header version for a request; defined for unknown keys and versions too."""
+    if api_key == CONTROLLED_SHUTDOWN_KEY and api_version == 0:
+        return 0
+    api = _api_module(api_key)
+    if api is None:
+        return 1
+    if api_key == API_VERSIONS_KEY:
+        # Unsupported ApiVersions versions are answered without parsing the body, so
+        # only a version we understand is read with the flexible header.
+        supported = api.MIN_VERSION <= api_version <= api.MAX_VERSION
+        return 2 if supported and api_version >= 3 else 1
+    flexible_from = api.FLEXIBLE_FROM
+    return 2 if flexible_from is not None and api_version >= flexible_from else 1
+
+
+def response_header_version(api_key: int, api_version: int) -> int:
+    if api_key == API_VERSIONS_KEY:
+        return 0
+    api = _api_module(api_key)
+    flexible_from = api.FLEXIBLE_FROM if api is not None else None
+    return 1 if flexible_from is not None and api_version >= flexible_from else 0
+
+
+def decode_request_header(frame: bytes | bytearray | memoryview) -> tuple[RequestHeader, int]:
+    """Parse a request header from a frame (no size prefix) -> (header, body_offset).
+
+    Reads the frame in place (no copy of the body).
+    """
+    buf = memoryview(frame).cast("B") if not isinstance(frame, bytes) else frame
+    try:
+        api_key, api_version, correlation_id = _FIXED.unpack_from(buf, 0)
+        offset = 8
+        version = request_header_version(api_key, api_version)
+        client_id = None
+        if version >= 1:
+            (length,) = _I16.unpack_from(buf, offset)
+            offset += 2
+            if length >= 0:
+                end = offset + length
+                if end > len(buf):
+                    raise ValueError("truncated client_id")
+                client_id = bytes(buf[offset:end]).decode("utf-8")
+                offset = end
+            elif length != -1:
+                raise ValueError(f"invalid client_id length {length}")
+        if version >= 2:
+            count, offset = _uvarint_at(buf, offset)
+            for _ in range(count):
+                _tag, offset = _uvarint_at(buf, offset)
+                size, offset = _uvarint_at(buf, offset)
+                offset += size
+                if offset > len(buf):
+                    raise ValueError("truncated header tagged fields")
+    except KafkaError:
+        raise
+    except Exception as exc:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"malformed request header: {exc}") from None
+    return RequestHeader(api_key, api_version, correlation_id, client_id), offset
+
+
+def _uvarint_at(buf, offset: int) -> tuple[int, int]:
+    """Unsigned varint (max 5 bytes) at ``offset`` -> (value, next offset)."""
+    value = 0
+    for shift in range(0, 35, 7):
+        byte = buf[offset]
+        offset += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, offset
+    raise ValueError("varint too long")
+
+
+def encode_request_header(api_key: int, api_version: int, correlation_id: int,
+                          client_id: str | None, stream: io.BytesIO) -> None:
+    version = request_header_version(api_key, api_version)
+    stream.write(_FIXED.pack(api_key, api_version, correlation_id))
+    if version >= 1:
+        _CLIENT_ID._build(client_id, stream, None, "client_id")
+    if version >= 2:
+        write_tagged_section(stream, [])
+
+
+def encode_request(api: ModuleType, version: int, correlation_id: int, client_id: str | None,
+                   body: Mapping[str, Any]) -> bytes:
+    """Request header + body for ``api`` at ``version`` (no size prefix)."""
+    stream = io.BytesIO()
+    encode_request_header(api.API_KEY, version, correlation_id, client_id, stream)
+    api.Request.encode_into(stream, body, version)
+    return stream.getvalue()
+
+
+def decode_request(frame: bytes | bytearray | memoryview) -> tuple[RequestHeader, Struct]:
+    """Header and body of a request for a known API and version (convenience)."""
+    header, offset = decode_request_header(frame)
+    api = _api_module(header.api_key)
+    if api is None:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"unknown API key {header.api_key}")
+    return header, api.Request.decode(frame, header.api_version, offset)
+
+
+def encode_response(api: ModuleType, version: int, correlation_id: int,
+                    body: Mapping[str, Any]) -> bytes:
+    """Response header + body for ``api`` at ``version`` (no size prefix)."""
+    stream = io.BytesIO()
+    stream.write(_CORRELATION.pack(correlation_id))
+    if response_header_version(api.API_KEY, version) >= 1:
+        write_tagged_section(stream, [])
+    api.Response.encode_into(stream, body, version)
+    return stream.getvalue()
+
+
+def decode_response(api: ModuleType, version: int,
+                    frame: bytes | bytearray | memoryview) -> tuple[int, Struct]:
+    """Parse a response frame (no size prefix) -> (correlation_id, body)."""
+    if type(frame) is not bytes:
+        frame = bytes(frame)
+    stream = io.BytesIO(frame)
+    try:
+        fixed = stream.read(4)
+        if len(fixed) != 4:
+            raise ValueError("frame shorter than a response header")
+        (correlation_id,) = _CORRELATION.unpack(fixed)
+        if response_header_version(api.API_KEY, version) >= 1:
+            read_tagged_section(stream)
+    except Exception as exc:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"malformed response header: {exc}") from None
+    return correlation_id, api.Response.decode(frame, version, stream.tell())

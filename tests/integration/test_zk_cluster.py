@@ -1,0 +1,158 @@
+"""LocalCluster and ``odradek cluster up|down|status`` with stand-in broker processes.
+
+The real broker is tested by the lead once it exists; here a tiny Python process
+plays one: it reads server.properties, listens on its port, registers
+/brokers/ids/<id> (ephemeral, Kafka's JSON) and tries to become /controller.
+Everything else (ZooKeeper ensemble, processes, PIDs, state file) is real.
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from odradek.zk.admin import AdminZkClient, open_zk
+from odradek.zk.cluster import ClusterError, LocalCluster, pid_matches, read_state
+
+ODRADEK = os.path.join(os.path.dirname(sys.executable), "odradek")
+
+FAKE_BROKER = textwrap.dedent('''
+    import signal, socket, sys, threading
+    from kazoo.client import KazooClient
+    from kazoo.exceptions import NodeExistsError
+    from odradek.zk.znodes import BrokerIdZNode, BrokerInfo, ControllerZNode, Endpoint
+    props = dict(l.split("=", 1) for l in open(sys.argv[1]).read().splitlines() if "=" in l and l[0] != "#")
+    if props.get("fail.on.start") == "true":
+        print("fake broker: failing as asked", flush=True)
+        sys.exit(3)
+    bid = int(props["broker.id"])
+    host, port = props["listeners"].split("://")[1].rsplit(":", 1)
+    srv = socket.socket(); srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind((host, int(port))); srv.listen()
+    threading.Thread(target=lambda: [srv.accept()[0].close() for _ in iter(int, 1)], daemon=True).start()
+    zk = KazooClient(props["zookeeper.connect"], timeout=6); zk.start(30)
+    zk.create(BrokerIdZNode.path(bid), BrokerIdZNode.encode(BrokerInfo(bid, [Endpoint("PLAINTEXT", host, int(port))])),
+              ephemeral=True, makepath=True)
+    def elect(*_):
+        try:
+            zk.create(ControllerZNode.path, ControllerZNode.encode(bid), ephemeral=True)
+        except NodeExistsError:
+            zk.exists(ControllerZNode.path, watch=lambda e: elect())
+    elect()
+    print(f"fake broker {bid} up", flush=True)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    stop.wait()
+    zk.stop(); zk.close()
+''')
+
+
+@pytest.fixture
+def fake_broker(tmp_path):
+    path = tmp_path / "fake_broker.py"
+    path.write_text(FAKE_BROKER)
+    return [sys.executable, str(path)]
+
+
+def test_local_cluster_lifecycle(tmp_path, fake_broker):
+    cluster = LocalCluster(tmp_path / "c", zookeepers=1, brokers=3, overrides={"num.partitions": 3},
+                           broker_command=fake_broker)
+    with cluster:
+        props = (tmp_path / "c" / "broker-2" / "server.properties").read_text()
+        assert "broker.id=2" in props and "num.partitions=3" in props
+        assert f"zookeeper.connect={cluster.zookeeper_connect}" in props
+        assert f"log.dirs={tmp_path / 'c' / 'broker-2' / 'logs'}" in props
+        assert len(cluster.bootstrap_servers.split(",")) == 3
+        assert all(cluster.broker_pids.values())
+        state = read_state(tmp_path / "c")
+        assert state["bootstrap_servers"] == cluster.bootstrap_servers
+        assert all(pid_matches(b["pid"], b["marker"]) for b in state["brokers"])
+        admin = AdminZkClient(cluster.zk)
+        assert [b.id for b in admin.live_brokers()] == [1, 2, 3]
+        assert admin.controller_id() in (1, 2, 3)
+
+        old_czxid = cluster.zk.exists("/brokers/ids/2").czxid
+        cluster.kill_broker(2, signal.SIGTERM)
+        assert cluster.broker_pids[2] is None
+        cluster.start_broker(2)  # waits for a NEW registration (not the old session's znode)
+        assert cluster.zk.exists("/brokers/ids/2").czxid != old_czxid
+        pids = [p for p in cluster.broker_pids.values()] + list(cluster.ensemble.pids.values())
+    assert not any(pid_matches(p, "") for p in pids)
+
+
+def test_broker_exit_fails_start_with_log_tail(tmp_path, fake_broker):
+    cluster = LocalCluster(tmp_path / "c", zookeepers=1, brokers=1, overrides={"fail.on.start": "true"},
+                           broker_command=fake_broker, startup_timeout=60)
+    with pytest.raises(ClusterError) as info:
+        cluster.start()
+    assert "broker 1 exited (code 3)" in str(info.value) and "failing as asked" in str(info.value)
+    assert all(n.pid is None for n in cluster.ensemble.nodes.values())
+
+
+def _odradek(env, *args, cwd=None):
+    return subprocess.run([ODRADEK, *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=180)
+
+
+def test_cluster_up_status_down(tmp_path, fake_broker):
+    env = {**os.environ, "ODRADEK_BROKER_COMMAND": " ".join(fake_broker)}
+    data = tmp_path / "data"
+    state = None
+    try:
+        r = _odradek(env, "cluster", "up", "--data-dir", str(data), "--brokers", "2", "--zookeepers", "3")
+        assert r.returncode == 0, r.stderr
+        state = read_state(data)
+        assert f"bootstrap servers: {state['bootstrap_servers']}" in r.stdout
+        assert f"zookeeper connect: {state['zookeeper_connect']}" in r.stdout
+        # the processes outlived the CLI
+        assert all(pid_matches(p["pid"], p["marker"]) for p in state["brokers"] + state["zookeepers"])
+
+        r = _odradek(env, "cluster", "up", "--data-dir", str(data))
+        assert r.returncode == 1 and "already up" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+        zk = open_zk(state["zookeeper_connect"], timeout=30)
+        try:
+            AdminZkClient(zk).create_topic("t", 3, 2)
+        finally:
+            zk.stop()
+            zk.close()
+        r = _odradek(env, "cluster", "status", "--data-dir", str(data))
+        assert r.returncode == 0, r.stderr
+        assert "live brokers (2):" in r.stdout and "controller: " in r.stdout and "t: 3 partition(s)" in r.stdout
+
+        # topics finds the cluster through its state file (ODRADEK_DATA_DIR / ./data)
+        r = _odradek({**env, "ODRADEK_DATA_DIR": str(data)}, "topics", "--list")
+        assert r.returncode == 0 and r.stdout == "t\n", r.stderr
+        r = _odradek({k: v for k, v in env.items() if k != "ODRADEK_DATA_DIR"}, "topics", "--list", cwd=tmp_path)
+        assert r.returncode == 0 and r.stdout == "t\n", r.stderr
+
+        r = _odradek(env, "cluster", "down", "--data-dir", str(data))
+        assert r.returncode == 0, r.stderr
+        assert "Cluster is down." in r.stdout
+        assert not any(pid_matches(p["pid"], p["marker"]) for p in state["brokers"] + state["zookeepers"])
+        assert read_state(data) is None
+    finally:
+        if state:  # never leave processes behind, even if an assertion failed
+            for p in state["brokers"] + state["zookeepers"]:
+                if pid_matches(p["pid"], p["marker"]):
+                    os.kill(p["pid"], signal.SIGKILL)
+
+
+def test_down_refuses_foreign_pids(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (data / "cluster.json").write_text(json.dumps({
+            "zookeeper_connect": "127.0.0.1:1", "bootstrap_servers": "127.0.0.1:2",
+            "zookeepers": [], "brokers": [{"id": 1, "pid": sleeper.pid, "port": 2,
+                                           "marker": str(data / "broker-1" / "server.properties")}]}))
+        r = _odradek(dict(os.environ), "cluster", "down", "--data-dir", str(data))
+        assert r.returncode == 0 and "not running" in r.stdout
+        assert sleeper.poll() is None  # a PID that is not ours was left alone
+    finally:
+        sleeper.kill()
+        sleeper.wait()

@@ -1,0 +1,118 @@
+"""Request/response headers: versions per API, golden bytes, garbage."""
+from __future__ import annotations
+
+import struct
+
+import pytest
+from hypothesis import given, strategies as st
+
+from odradek.protocol.apis import (
+    api_versions, controlled_shutdown, fetch, leader_and_isr, metadata, produce,
+)
+from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.header import (
+    RequestHeader, decode_request, decode_request_header, decode_response, encode_request,
+    encode_response, request_header_version, response_header_version,
+)
+
+
+@pytest.mark.parametrize("key, version, expected", [
+    (7, 0, 0), (7, 1, 1), (7, 3, 2),      # ControlledShutdown: v0 header only for v0
+    (18, 2, 1), (18, 3, 2), (18, 4, 1),   # ApiVersions v4 is unsupported: header v1
+    (3, 8, 1), (3, 9, 2), (0, 8, 1), (0, 9, 2), (4, 4, 2), (4, 3, 1),
+    (999, 3, 1), (-5, 0, 1),              # unknown keys: header v1
+])
+def test_request_header_versions(key, version, expected):
+    assert request_header_version(key, version) == expected
+
+
+@pytest.mark.parametrize("key, version, expected", [
+    (18, 0, 0), (18, 3, 0), (3, 8, 0), (3, 9, 1), (6, 6, 1), (6, 5, 0),
+])
+def test_response_header_versions(key, version, expected):
+    assert response_header_version(key, version) == expected
+
+
+def test_request_golden_v1():
+    frame = encode_request(metadata, 1, 7, "cli", {"topics": None})
+    assert frame.hex() == "0003" "0001" "00000007" "0003636c69" "ffffffff"
+    assert decode_request_header(frame) == (RequestHeader(3, 1, 7, "cli"), 13)
+
+
+def test_request_golden_v0_controlled_shutdown():
+    frame = encode_request(controlled_shutdown, 0, 1, "ignored", {"broker_id": 2})
+    assert frame.hex() == "0007" "0000" "00000001" "00000002"
+    header, offset = decode_request_header(frame)
+    assert header == RequestHeader(7, 0, 1, None) and offset == 8
+
+
+def test_request_golden_v2_api_versions():
+    frame = encode_request(api_versions, 3, 1, None, {
+        "client_software_name": "odradek", "client_software_version": "0.1"})
+    assert frame.hex() == ("0012" "0003" "00000001" "ffff" "00"
+                           "08" + b"odradek".hex() + "04" + b"0.1".hex() + "00")
+    header, body = decode_request(frame)
+    assert header.client_id is None and body.client_software_name == "odradek"
+
+
+def test_response_golden_and_api_versions_exception():
+    frame = encode_response(api_versions, 3, 5, {"api_keys": []})
+    assert frame.hex() == "00000005" "0000" "01" "00000000" "00"  # header v0, no tag byte
+    frame = encode_response(leader_and_isr, 4, 5, {"partition_errors": []})
+    assert frame.hex() == "00000005" "00" "0000" "01" "00"  # header v1
+    assert decode_response(leader_and_isr, 4, frame)[0] == 5
+
+
+def test_unknown_api_header_still_decodes():
+    frame = struct.pack(">hhih", 200, 9, 42, 2) + b"id" + b"\xde\xad"
+    assert decode_request_header(frame) == (RequestHeader(200, 9, 42, "id"), 12)
+    with pytest.raises(KafkaError) as info:
+        decode_request(frame)
+    assert info.value.code == ErrorCode.INVALID_REQUEST
+
+
+@pytest.mark.parametrize("frame", [
+    b"", b"\x00\x03", b"\x00\x03\x00\x01\x00\x00\x00",           # shorter than fixed part
+    b"\x00\x03\x00\x01\x00\x00\x00\x01\x00",                     # half a length
+    b"\x00\x03\x00\x01\x00\x00\x00\x01\x00\x05ab",               # truncated client id
+    b"\x00\x03\x00\x01\x00\x00\x00\x01\xff\xfe",                 # length -2
+    b"\x00\x03\x00\x01\x00\x00\x00\x01\x00\x02\xff\xff",         # invalid UTF-8
+    b"\x00\x03\x00\x09\x00\x00\x00\x01\xff\xff",                 # v2 header without tags
+    b"\x00\x03\x00\x09\x00\x00\x00\x01\xff\xff\x01\x00\x05ab",   # truncated tagged field
+    b"\x00\x03\x00\x09\x00\x00\x00\x01\xff\xff\xff\xff\xff\xff\xff\x01",  # varint too long
+])
+def test_garbage_headers(frame):
+    with pytest.raises(KafkaError) as info:
+        decode_request_header(frame)
+    assert info.value.code == ErrorCode.INVALID_REQUEST
+
+
+@given(st.binary(max_size=64))
+def test_random_frames_never_crash(frame):
+    try:
+        decode_request(frame)
+    except KafkaError as exc:
+        assert exc.code in (ErrorCode.INVALID_REQUEST, ErrorCode.UNSUPPORTED_VERSION)
+
+
+def test_request_roundtrip_flexible_and_memoryview():
+    body = {"replica_id": -1, "max_wait_ms": 500, "min_bytes": 1, "topics": [
+        {"topic": "t", "partitions": [{"partition": 0, "fetch_offset": 10,
+                                        "partition_max_bytes": 1 << 20}]}]}
+    for version in (4, 11, 12):
+        frame = encode_request(fetch, version, 3, "c", body)
+        header, decoded = decode_request(memoryview(bytearray(frame)))
+        assert header == RequestHeader(1, version, 3, "c")
+        assert decoded.topics[0].partitions[0].fetch_offset == 10
+
+
+def test_response_roundtrip_memoryview():
+    body = {"responses": [{"name": "t", "partition_responses": [
+        {"index": 0, "error_code": 0, "base_offset": 5}]}]}
+    frame = encode_response(produce, 8, 77, body)
+    cid, decoded = decode_response(produce, 8, memoryview(frame))
+    assert cid == 77 and decoded.responses[0].partition_responses[0].base_offset == 5
+    with pytest.raises(KafkaError):
+        decode_response(produce, 8, frame[:2])
+    with pytest.raises(KafkaError):
+        decode_response(produce, 8, frame + b"\x00")

@@ -1,0 +1,479 @@
+"""KafkaZkClient: the broker's and controller's blocking wrapper around one kazoo session.
+
+Invariant: every method blocks (call it off the reactor thread, e.g. through
+``deferToThread``); every write the controller makes after its election is a
+``multi(check(/controller_epoch, epoch_zk_version), op)``, so a controller that
+lost its epoch can never change ZooKeeper (the failed check raises
+``ControllerMovedError``). Watches are one-shot kazoo watches delivered as
+zero-argument callbacks on a kazoo thread; session-reset pseudo events are not
+delivered (callers re-register after ``on_new_session``). Data is encoded and
+decoded only through ``odradek.zk.znodes``.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Callable, Iterable
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
+from kazoo.protocol.states import EventType
+
+from odradek.zk import znodes as zn
+from odradek.zk.znodes import BrokerInfo, LeaderIsrAndControllerEpoch
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+Watch = Callable[[], None]
+
+
+class ControllerMovedError(Exception):
+    """The controller epoch check failed (or the election lost): another controller is active."""
+
+
+class BrokerIdInUseError(Exception):
+    """Another live broker holds /brokers/ids/<id>."""
+
+
+class UpdateResult:
+    """Outcome of a conditional batch update of partition state znodes."""
+
+    def __init__(self) -> None:
+        self.succeeded: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
+        self.bad_version: list[TopicPartition] = []   # retry after re-reading
+        self.failed: dict[TopicPartition, Exception] = {}
+
+
+_WRAPPERS: dict = {}
+_WRAPPERS_LOCK = threading.Lock()
+
+
+def _wrap(watch: Watch | None):
+    """The kazoo watcher for ``watch``; the same callable always gets the same watcher, so
+    re-registering a watch does not make kazoo call it twice."""
+    if watch is None:
+        return None
+    with _WRAPPERS_LOCK:
+        w = _WRAPPERS.get(watch)
+        if w is None:
+            w = _WRAPPERS[watch] = _make_watcher(watch)
+        return w
+
+
+def _make_watcher(watch: Watch):
+    def fire(event) -> None:
+        if event is not None and event.type == EventType.NONE:
+            return  # session reset: the caller re-registers on the new session
+        try:
+            watch()
+        except Exception:  # pragma: no cover - never kill kazoo's callback thread
+            log.exception("watch callback failed")
+    return fire
+
+
+class KafkaZkClient:
+    """Kafka's KafkaZkClient over kazoo (blocking)."""
+
+    def __init__(self, connect: str, session_timeout_ms: int = 18000,
+                 connection_timeout_ms: int | None = None):
+        self.connect = connect
+        self.session_timeout_ms = session_timeout_ms
+        self.connection_timeout_ms = connection_timeout_ms or session_timeout_ms
+        self.kazoo = KazooClient(hosts=connect, timeout=session_timeout_ms / 1000.0)
+        self._new_session_callbacks: list[Callable[[], None]] = []
+        self._expired_callbacks: list[Callable[[], None]] = []
+        self._lost = False
+        self._closing = False
+        self.kazoo.add_listener(self._state_listener)
+
+    # ------------------------------------------------------------ lifecycle
+
+    def start(self, timeout: float = 30.0) -> None:
+        self.kazoo.start(timeout=timeout)
+
+    def close(self) -> None:
+        self._closing = True
+        try:
+            self.kazoo.stop()
+        finally:
+            self.kazoo.close()
+
+    @property
+    def session_id(self) -> int | None:
+        cid = self.kazoo.client_id
+        return cid[0] if cid else None
+
+    def on_new_session(self, callback: Callable[[], None]) -> None:
+        """``callback()`` runs on a fresh thread once a new session replaced an expired one."""
+        self._new_session_callbacks.append(callback)
+
+    def on_session_expired(self, callback: Callable[[], None]) -> None:
+        """``callback()`` runs on a fresh thread when the session is lost (not on close())."""
+        self._expired_callbacks.append(callback)
+
+    def _state_listener(self, state: str) -> None:
+        # Called on kazoo's connection thread: must not block, so spawn.
+        if self._closing:
+            return
+        if state == KazooState.LOST:
+            self._lost = True
+            callbacks = list(self._expired_callbacks)
+        elif state == KazooState.CONNECTED and self._lost:
+            self._lost = False
+            callbacks = list(self._new_session_callbacks)
+        else:
+            return
+        for cb in callbacks:
+            threading.Thread(target=self._run_callback, args=(cb,), daemon=True,
+                             name="zk-session-callback").start()
+
+    @staticmethod
+    def _run_callback(cb: Callable[[], None]) -> None:
+        try:
+            cb()
+        except Exception:
+            log.exception("session callback failed")
+
+    # ------------------------------------------------------------ generic
+
+    def exists(self, path: str, watch: Watch | None = None):
+        return self.kazoo.exists(path, watch=_wrap(watch))
+
+    def get_children(self, path: str, watch: Watch | None = None) -> list[str]:
+        try:
+            return self.kazoo.get_children(path, watch=_wrap(watch))
+        except NoNodeError:
+            if watch is not None:  # still learn when it appears
+                self.kazoo.exists(path, watch=_wrap(watch))
+            return []
+
+    def get_data(self, path: str, watch: Watch | None = None):
+        """(data, stat) or (None, None) when absent; a watch is kept either way."""
+        try:
+            return self.kazoo.get(path, watch=_wrap(watch))
+        except NoNodeError:
+            if watch is not None:
+                self.kazoo.exists(path, watch=_wrap(watch))
+            return None, None
+
+    def create_persistent_paths(self) -> None:
+        for path in zn.PERSISTENT_PATHS:
+            self.kazoo.ensure_path(path)
+
+    # ------------------------------------------------------------ cluster / brokers
+
+    def get_or_create_cluster_id(self, proposed: str) -> str:
+        data, _ = self.get_data(zn.ClusterIdZNode.path)
+        if data:
+            return zn.ClusterIdZNode.decode(data)
+        try:
+            self.kazoo.create(zn.ClusterIdZNode.path, zn.ClusterIdZNode.encode(proposed), makepath=True)
+            return proposed
+        except NodeExistsError:
+            data, _ = self.get_data(zn.ClusterIdZNode.path)
+            return zn.ClusterIdZNode.decode(data)
+
+    def register_broker(self, info: BrokerInfo) -> int:
+        """Create the ephemeral /brokers/ids/<id>; return the broker epoch (czxid)."""
+        path = zn.BrokerIdZNode.path(info.id)
+        data = zn.BrokerIdZNode.encode(info)
+        deadline = time.monotonic() + self.session_timeout_ms / 1000.0 + 5.0
+        while True:
+            try:
+                _, stat = self.kazoo.create(path, data, ephemeral=True, makepath=True, include_data=True)
+                info.epoch = stat.czxid
+                return stat.czxid
+            except NodeExistsError:
+                old, stat = self.get_data(path)
+                if stat is None:
+                    continue
+                if stat.ephemeralOwner == self.session_id:
+                    info.epoch = stat.czxid
+                    return stat.czxid  # ours (a retried create)
+                try:
+                    same = zn.BrokerIdZNode.decode(info.id, old).endpoints == info.endpoints
+                except Exception:
+                    same = False
+                if not same:
+                    raise BrokerIdInUseError(
+                        f"broker id {info.id} is registered by another live broker at {path}")
+                if time.monotonic() > deadline:
+                    raise BrokerIdInUseError(
+                        f"{path} from a previous session of broker {info.id} did not expire")
+                gone = threading.Event()
+                if self.kazoo.exists(path, watch=lambda _e: gone.set()) is not None:
+                    gone.wait(max(0.0, min(1.0, deadline - time.monotonic())))
+
+    def get_broker(self, broker_id: int) -> BrokerInfo | None:
+        data, stat = self.get_data(zn.BrokerIdZNode.path(broker_id))
+        return None if stat is None else zn.BrokerIdZNode.decode(broker_id, data, stat.czxid)
+
+    def get_all_broker_ids(self, watch: Watch | None = None) -> list[int]:
+        return sorted(int(c) for c in self.get_children(zn.BrokerIdsZNode.path, watch))
+
+    def get_all_brokers(self, watch: Watch | None = None) -> dict[int, BrokerInfo]:
+        """Live brokers with ``epoch`` = czxid; ``watch`` is a child watch on /brokers/ids."""
+        out: dict[int, BrokerInfo] = {}
+        ids = self.get_all_broker_ids(watch)
+        results = [(b, self.kazoo.get_async(zn.BrokerIdZNode.path(b))) for b in ids]
+        for b, res in results:
+            try:
+                data, stat = res.get()
+            except NoNodeError:
+                continue
+            out[b] = zn.BrokerIdZNode.decode(b, data, stat.czxid)
+        return out
+
+    def get_entity_config(self, entity_type: str, name: str) -> dict[str, str]:
+        data, _ = self.get_data(zn.ConfigEntityZNode.path(entity_type, name))
+        return zn.ConfigEntityZNode.decode(data)
+
+    def allocate_producer_id_block(self, broker_id: int) -> tuple[int, int]:
+        size = zn.ProducerIdBlockZNode.block_size
+        path = zn.ProducerIdBlockZNode.path
+        while True:
+            data, stat = self.get_data(path)
+            if stat is None:
+                try:
+                    self.kazoo.create(path, zn.ProducerIdBlockZNode.encode(broker_id, 0, size - 1),
+                                      makepath=True)
+                    return 0, size - 1
+                except NodeExistsError:
+                    continue
+            prev = zn.ProducerIdBlockZNode.decode(data)
+            start = 0 if prev is None else prev[2] + 1
+            end = start + size - 1
+            try:
+                self.kazoo.set(path, zn.ProducerIdBlockZNode.encode(broker_id, start, end),
+                               version=stat.version)
+                return start, end
+            except BadVersionError:
+                continue
+
+    # ------------------------------------------------------------ controller election
+
+    def get_controller_id(self, watch: Watch | None = None) -> int | None:
+        """The active controller's id (``watch`` fires on create, change or delete)."""
+        stat = self.kazoo.exists(zn.ControllerZNode.path, watch=_wrap(watch))
+        if stat is None:
+            return None
+        try:
+            data, _ = self.kazoo.get(zn.ControllerZNode.path)
+        except NoNodeError:
+            return None
+        return zn.ControllerZNode.decode(data)
+
+    def get_controller_epoch(self) -> tuple[int, int] | None:
+        """(epoch, zk_version) or None if /controller_epoch does not exist."""
+        data, stat = self.get_data(zn.ControllerEpochZNode.path)
+        return None if stat is None else (zn.ControllerEpochZNode.decode(data), stat.version)
+
+    def register_controller_and_increment_epoch(self, broker_id: int) -> tuple[int, int]:
+        """One multi: create ephemeral /controller + bump /controller_epoch at its version."""
+        current = self.get_controller_epoch()
+        if current is None:
+            try:
+                self.kazoo.create(zn.ControllerEpochZNode.path,
+                                  zn.ControllerEpochZNode.encode(zn.ControllerEpochZNode.initial))
+            except NodeExistsError:
+                pass
+            current = self.get_controller_epoch()
+            assert current is not None
+        epoch, version = current
+        new_epoch = epoch + 1
+        txn = self.kazoo.transaction()
+        txn.create(zn.ControllerZNode.path, zn.ControllerZNode.encode(broker_id), ephemeral=True)
+        txn.set_data(zn.ControllerEpochZNode.path, zn.ControllerEpochZNode.encode(new_epoch),
+                     version=version)
+        results = txn.commit()
+        if not any(isinstance(r, Exception) for r in results):
+            return new_epoch, version + 1
+        # A retried multi may already have won for us (Kafka's checkControllerAndEpoch).
+        if self.get_controller_id() == broker_id:
+            now = self.get_controller_epoch()
+            if now is not None and now[0] == new_epoch:
+                return now
+        raise ControllerMovedError(f"controller election lost by broker {broker_id}: {results}")
+
+    def delete_controller_if_ours(self, broker_id: int) -> None:
+        data, stat = self.get_data(zn.ControllerZNode.path)
+        if stat is not None and zn.ControllerZNode.decode(data) == broker_id:
+            try:
+                self.kazoo.delete(zn.ControllerZNode.path, version=stat.version)
+            except (NoNodeError, BadVersionError):
+                pass
+
+    # ------------------------------------------------------------ epoch-checked writes
+
+    def _checked(self, epoch_zk_version: int, ops: list[tuple], wait: bool = True):
+        """Run ``multi(check(/controller_epoch), *ops)``; return the op results (or async)."""
+        txn = self.kazoo.transaction()
+        txn.check(zn.ControllerEpochZNode.path, epoch_zk_version)
+        for op in ops:
+            getattr(txn, op[0])(*op[1:])
+        return txn.commit() if wait else txn.commit_async()
+
+    @staticmethod
+    def _unwrap(results: list) -> list:
+        """Raise ControllerMovedError if the epoch check failed; else the ops' results."""
+        if isinstance(results[0], BadVersionError) or isinstance(results[0], NoNodeError):
+            raise ControllerMovedError("controller epoch zk version changed")
+        return results[1:]
+
+    def _checked_one(self, epoch_zk_version: int, op: tuple):
+        results = self._unwrap(self._checked(epoch_zk_version, [op]))
+        res = results[0]
+        if isinstance(res, Exception):
+            raise res
+        return res
+
+    def _checked_many(self, epoch_zk_version: int, ops: dict) -> dict:
+        """Pipeline one checked multi per key; {key: result or Exception}."""
+        pending = {k: self._checked(epoch_zk_version, [op], wait=False) for k, op in ops.items()}
+        out = {}
+        moved = False
+        for k, res in pending.items():
+            results = res.get()
+            if isinstance(results[0], (BadVersionError, NoNodeError)):
+                moved = True
+                continue
+            out[k] = results[1]
+        if moved:
+            raise ControllerMovedError("controller epoch zk version changed")
+        return out
+
+    # ------------------------------------------------------------ topics and partitions
+
+    def get_all_topics(self, watch: Watch | None = None) -> set[str]:
+        return set(self.get_children(zn.TopicsZNode.path, watch))
+
+    def get_replica_assignment(self, topics: Iterable[str],
+                               watch_factory: Callable[[str], Watch] | None = None
+                               ) -> dict[TopicPartition, list[int]]:
+        """{(t, p): replicas}; ``watch_factory(topic)`` gives a data watch per topic znode."""
+        pending = []
+        for t in topics:
+            watch = _wrap(watch_factory(t)) if watch_factory else None
+            pending.append((t, self.kazoo.get_async(zn.TopicZNode.path(t), watch=watch)))
+        out: dict[TopicPartition, list[int]] = {}
+        for t, res in pending:
+            try:
+                data, _ = res.get()
+            except NoNodeError:
+                continue
+            for p, replicas in zn.TopicZNode.decode(data).items():
+                out[(t, p)] = replicas
+        return out
+
+    def get_partition_states(self, partitions: Iterable[TopicPartition]
+                             ) -> dict[TopicPartition, LeaderIsrAndControllerEpoch]:
+        pending = [(tp, self.kazoo.get_async(zn.TopicPartitionStateZNode.path(*tp)))
+                   for tp in partitions]
+        out = {}
+        for tp, res in pending:
+            try:
+                data, stat = res.get()
+            except NoNodeError:
+                continue
+            out[tp] = zn.TopicPartitionStateZNode.decode(data, stat.version)
+        return out
+
+    def create_partition_states(self, states: dict[TopicPartition, LeaderIsrAndControllerEpoch],
+                                epoch_zk_version: int) -> dict[TopicPartition, Exception | None]:
+        """Create .../partitions[/p]/state (epoch-checked); {tp: None on success or the error}."""
+        topics = {t for t, _ in states}
+        parents = {("t", t): ("create", zn.TopicPartitionsZNode.path(t), b"") for t in topics}
+        parents.update({("p", tp): ("create", zn.TopicPartitionZNode.path(*tp), b"") for tp in states})
+        for key in [k for k in parents if k[0] == "t"]:
+            self._checked_many(epoch_zk_version, {key: parents[key]})
+        self._checked_many(epoch_zk_version, {k: v for k, v in parents.items() if k[0] == "p"})
+        ops = {tp: ("create", zn.TopicPartitionStateZNode.path(*tp),
+                    zn.TopicPartitionStateZNode.encode(s)) for tp, s in states.items()}
+        results = self._checked_many(epoch_zk_version, ops)
+        return {tp: (r if isinstance(r, Exception) else None) for tp, r in results.items()}
+
+    def update_partition_states_conditionally(
+            self, states: dict[TopicPartition, LeaderIsrAndControllerEpoch],
+            epoch_zk_version: int) -> UpdateResult:
+        """setData each state znode at its ``zk_version`` (epoch-checked)."""
+        ops = {tp: ("set_data", zn.TopicPartitionStateZNode.path(*tp),
+                    zn.TopicPartitionStateZNode.encode(s), s.zk_version) for tp, s in states.items()}
+        out = UpdateResult()
+        for tp, r in self._checked_many(epoch_zk_version, ops).items():
+            if isinstance(r, BadVersionError):
+                out.bad_version.append(tp)
+            elif isinstance(r, Exception):
+                out.failed[tp] = r
+            else:
+                s = states[tp]
+                out.succeeded[tp] = LeaderIsrAndControllerEpoch(
+                    s.leader, s.leader_epoch, list(s.isr), s.controller_epoch, r.version)
+        return out
+
+    # ------------------------------------------------------------ topic deletion
+
+    def get_topic_deletions(self, watch: Watch | None = None) -> list[str]:
+        return sorted(self.get_children(zn.DeleteTopicsZNode.path, watch))
+
+    def _delete_recursive(self, path: str, epoch_zk_version: int) -> None:
+        try:
+            children = self.kazoo.get_children(path)
+        except NoNodeError:
+            return
+        for c in children:
+            self._delete_recursive(f"{path}/{c}", epoch_zk_version)
+        try:
+            self._checked_one(epoch_zk_version, ("delete", path))
+        except NoNodeError:
+            pass
+        except NotEmptyError:  # a child appeared meanwhile
+            self._delete_recursive(path, epoch_zk_version)
+
+    def delete_topic_znodes(self, topic: str, epoch_zk_version: int) -> None:
+        """Delete /brokers/topics/<t> (recursively) and /config/topics/<t>, epoch-checked."""
+        self._delete_recursive(zn.TopicZNode.path(topic), epoch_zk_version)
+        self._delete_recursive(zn.ConfigEntityZNode.path("topics", topic), epoch_zk_version)
+
+    def delete_topic_deletion_flags(self, topics: Iterable[str], epoch_zk_version: int) -> None:
+        for t in topics:
+            self._delete_recursive(zn.DeleteTopicsTopicZNode.path(t), epoch_zk_version)
+
+    # ------------------------------------------------------------ isr change notifications
+
+    def get_isr_change_notifications(self, watch: Watch | None = None) -> list[str]:
+        return sorted(self.get_children(zn.IsrChangeNotificationZNode.path, watch))
+
+    def get_partitions_from_isr_change_notifications(self, names: Iterable[str]
+                                                     ) -> list[TopicPartition]:
+        out: list[TopicPartition] = []
+        for n in names:
+            data, stat = self.get_data(f"{zn.IsrChangeNotificationZNode.path}/{n}")
+            if stat is not None:
+                out.extend(zn.IsrChangeNotificationSequenceZNode.decode(data))
+        return out
+
+    def delete_isr_change_notifications(self, names: Iterable[str], epoch_zk_version: int) -> None:
+        ops = {n: ("delete", f"{zn.IsrChangeNotificationZNode.path}/{n}") for n in names}
+        if ops:
+            self._checked_many(epoch_zk_version, ops)  # NoNode results are fine
+
+    def delete_all_isr_change_notifications(self, epoch_zk_version: int) -> None:
+        self.delete_isr_change_notifications(self.get_isr_change_notifications(), epoch_zk_version)
+
+    def create_isr_change_notification(self, partitions: list[TopicPartition]) -> str:
+        """Broker side (classic ISR propagation): one sequential node."""
+        return self.kazoo.create(zn.IsrChangeNotificationSequenceZNode.path,
+                                 zn.IsrChangeNotificationSequenceZNode.encode(partitions),
+                                 sequence=True, makepath=True)
+
+    def conditional_update_partition_state(self, tp: TopicPartition,
+                                           state: LeaderIsrAndControllerEpoch) -> int | None:
+        """Broker-side ISR write (no epoch check): new zk_version, or None on version mismatch."""
+        try:
+            stat = self.kazoo.set(zn.TopicPartitionStateZNode.path(*tp),
+                                  zn.TopicPartitionStateZNode.encode(state), version=state.zk_version)
+            return stat.version
+        except (BadVersionError, NoNodeError):
+            return None
