@@ -17,7 +17,8 @@ import time
 from typing import Callable, Iterable
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
+from kazoo.exceptions import (BadVersionError, ConnectionLoss, NodeExistsError, NoNodeError,
+                              NotEmptyError, OperationTimeoutError, SessionExpiredError)
 from kazoo.protocol.states import EventType
 
 from odradek.zk import znodes as zn
@@ -185,6 +186,11 @@ class KafkaZkClient:
                 _, stat = self.kazoo.create(path, data, ephemeral=True, makepath=True, include_data=True)
                 info.epoch = stat.czxid
                 return stat.czxid
+            except (ConnectionLoss, OperationTimeoutError, SessionExpiredError):
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)  # kazoo reconnects; then we find the node (ours) or create it
+                continue
             except NodeExistsError:
                 old, stat = self.get_data(path)
                 if stat is None:

@@ -1,0 +1,118 @@
+"""ControllerContext: the active controller's in-memory picture of the cluster.
+
+Invariant: filled by ``onControllerFailover`` from ZooKeeper and changed only by
+the controller's single event loop; ``leadership`` holds the last state znode
+content we read or wrote (with its zk_version), ``partition_states`` and
+``replica_states`` the state machines' current states. Plain data, no I/O.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from odradek.zk.znodes import BrokerInfo, LeaderIsrAndControllerEpoch
+
+from .states import PartitionState, ReplicaState
+
+TopicPartition = tuple[str, int]
+PartitionReplica = tuple[TopicPartition, int]     # ((topic, partition), broker id)
+
+
+@dataclass
+class ControllerContext:
+    epoch: int = 0
+    epoch_zk_version: int = 0
+    live_brokers: dict[int, BrokerInfo] = field(default_factory=dict)  # incl. shutting down
+    shutting_down: set[int] = field(default_factory=set)
+    all_topics: set[str] = field(default_factory=set)
+    assignments: dict[str, dict[int, list[int]]] = field(default_factory=dict)
+    leadership: dict[TopicPartition, LeaderIsrAndControllerEpoch] = field(default_factory=dict)
+    partition_states: dict[TopicPartition, PartitionState] = field(default_factory=dict)
+    replica_states: dict[PartitionReplica, ReplicaState] = field(default_factory=dict)
+    topics_to_delete: set[str] = field(default_factory=set)
+    topics_ineligible_for_deletion: set[str] = field(default_factory=set)
+    topics_with_deletion_started: set[str] = field(default_factory=set)
+
+    # ------------------------------------------------------------ brokers
+
+    def live_broker_ids(self) -> set[int]:
+        """Live brokers that are not shutting down (eligible leaders)."""
+        return set(self.live_brokers) - self.shutting_down
+
+    def live_or_shutting_down_broker_ids(self) -> set[int]:
+        return set(self.live_brokers)
+
+    def broker_epoch(self, broker_id: int) -> int:
+        info = self.live_brokers.get(broker_id)
+        return info.epoch if info is not None else -1
+
+    def is_replica_online(self, broker_id: int, tp: TopicPartition,
+                          include_shutting_down: bool = False) -> bool:
+        ids = self.live_or_shutting_down_broker_ids() if include_shutting_down else self.live_broker_ids()
+        return broker_id in ids
+
+    # ------------------------------------------------------------ topics and assignment
+
+    def set_assignment(self, tp: TopicPartition, replicas: list[int]) -> None:
+        self.assignments.setdefault(tp[0], {})[tp[1]] = list(replicas)
+
+    def replicas(self, tp: TopicPartition) -> list[int]:
+        return self.assignments.get(tp[0], {}).get(tp[1], [])
+
+    def partitions_for_topic(self, topic: str) -> list[TopicPartition]:
+        return [(topic, p) for p in sorted(self.assignments.get(topic, {}))]
+
+    def all_partitions(self) -> list[TopicPartition]:
+        return [tp for t in sorted(self.assignments) for tp in self.partitions_for_topic(t)]
+
+    def partitions_on_broker(self, broker_id: int) -> list[TopicPartition]:
+        return [tp for tp in self.all_partitions() if broker_id in self.replicas(tp)]
+
+    def replicas_on_brokers(self, broker_ids: Iterable[int]) -> list[PartitionReplica]:
+        ids = set(broker_ids)
+        return [(tp, b) for tp in self.all_partitions() for b in self.replicas(tp) if b in ids]
+
+    def replicas_for_partitions(self, partitions: Iterable[TopicPartition]) -> list[PartitionReplica]:
+        return [(tp, b) for tp in partitions for b in self.replicas(tp)]
+
+    def partitions_led_by(self, broker_ids: Iterable[int]) -> list[TopicPartition]:
+        ids = set(broker_ids)
+        return [tp for tp, s in self.leadership.items() if s.leader in ids]
+
+    def offline_replicas(self, tp: TopicPartition) -> list[int]:
+        live = self.live_or_shutting_down_broker_ids()
+        return [b for b in self.replicas(tp) if b not in live]
+
+    def remove_topic(self, topic: str) -> None:
+        for tp in self.partitions_for_topic(topic):
+            self.leadership.pop(tp, None)
+            self.partition_states.pop(tp, None)
+            for b in self.replicas(tp):
+                self.replica_states.pop((tp, b), None)
+        self.assignments.pop(topic, None)
+        self.all_topics.discard(topic)
+        self.topics_to_delete.discard(topic)
+        self.topics_ineligible_for_deletion.discard(topic)
+        self.topics_with_deletion_started.discard(topic)
+
+    def is_topic_queued_for_deletion(self, topic: str) -> bool:
+        return topic in self.topics_to_delete
+
+    # ------------------------------------------------------------ states
+
+    def partition_state(self, tp: TopicPartition) -> PartitionState:
+        return self.partition_states.get(tp, PartitionState.NON_EXISTENT)
+
+    def replica_state(self, pr: PartitionReplica) -> ReplicaState:
+        return self.replica_states.get(pr, ReplicaState.NON_EXISTENT)
+
+    def partitions_in_state(self, *states: PartitionState) -> list[TopicPartition]:
+        return [tp for tp in self.all_partitions() if self.partition_state(tp) in states]
+
+    def replicas_in_state(self, topic: str, state: ReplicaState) -> list[PartitionReplica]:
+        return [pr for pr in self.replicas_for_partitions(self.partitions_for_topic(topic))
+                if self.replica_state(pr) == state]
+
+    def reset(self) -> None:
+        """Forget everything (on resignation)."""
+        self.__init__()  # type: ignore[misc]

@@ -1,0 +1,250 @@
+"""KafkaController: the Twisted shell around ControllerCore — election, watches, event queue.
+
+Invariant: every broker runs one; events (watch fires, session changes,
+controlled shutdown, StopReplica answers) run strictly one at a time on the
+reactor in arrival order; ZooKeeper is only touched through ``deferToThread``.
+The controller is active exactly between a successful election multi and its
+resignation (session expiry, /controller naming someone else, a failed epoch
+fence, shutdown); while inactive, only election-related events do anything.
+"""
+from __future__ import annotations
+
+import logging
+from collections import deque
+from typing import Any, Awaitable, Callable
+
+from twisted.internet import defer, threads
+
+from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.zk.session import ControllerMovedError, KafkaZkClient
+
+from .backend import ThreadedZkBackend
+from .channel_manager import ControllerChannelManager
+from .context import ControllerContext
+from .core import ControllerCore
+from .request_batch import STOP_REPLICA, OutRequest
+
+log = logging.getLogger(__name__)
+
+
+def _cfg(config: Any, key: str, default: Any) -> Any:
+    try:
+        v = config[key]
+    except (KeyError, TypeError):
+        return default
+    return default if v is None else v
+
+
+class KafkaController:
+    def __init__(self, config: Any, zk: KafkaZkClient, broker_id: int, reactor):
+        self.config = config
+        self.zk = zk
+        self.broker_id = broker_id
+        self.reactor = reactor
+        self.listener = (getattr(config, "inter_broker_listener_name", None)
+                         or _cfg(config, "inter.broker.listener.name", None) or "PLAINTEXT")
+        self.broker_epoch = -1
+        self.active_controller_id: int | None = None
+        self._active = False
+        self._stopped = False
+        self._started = False
+        self._queue: deque[tuple[str, Callable[[], Awaitable[Any]], bool]] = deque()
+        self._runner: defer.Deferred | None = None
+        self._running = False
+        self._partition_watches: dict[str, Callable[[], None]] = {}
+        self.ctx = ControllerContext()
+        self.channels = ControllerChannelManager(reactor, broker_id, self.listener, self._on_response)
+        self.backend = ThreadedZkBackend(zk, self.ctx, self, reactor)
+        self.core = ControllerCore(
+            broker_id, self.backend, self.channels, self.ctx, self.listener,
+            unclean_default=bool(_cfg(config, "unclean.leader.election.enable", False)),
+            delete_topic_enable=bool(_cfg(config, "delete.topic.enable", True)))
+
+    def _in_thread(self, fn, *args):
+        """Run a blocking KafkaZkClient call in this reactor's thread pool."""
+        return threads.deferToThreadPool(self.reactor, self.reactor.getThreadPool(), fn, *args)
+
+    # ------------------------------------------------------------ public
+
+    @property
+    def is_active(self) -> bool:
+        return self._active
+
+    @property
+    def epoch(self) -> int:
+        return self.ctx.epoch
+
+    async def startup(self, broker_epoch: int) -> None:
+        """Watch /controller and try to become controller (in the background)."""
+        self.broker_epoch = broker_epoch
+        if not self._started:
+            self._started = True
+            self.zk.on_session_expired(lambda: self._from_thread("Expire", self._on_session_expired))
+            self.zk.on_new_session(lambda: self._from_thread("Reelect", self._elect))
+        self._enqueue("Startup", self._elect)
+
+    async def shutdown(self) -> None:
+        """Resign (deleting /controller only if it is ours), stop events, close channels."""
+        self._stopped = True
+        self._queue.clear()
+        if self._runner is not None:
+            await self._runner
+        was_active = self._active
+        self._resign()
+        if was_active:
+            try:
+                await self._in_thread(self.zk.delete_controller_if_ours, self.broker_id)
+            except Exception as exc:
+                log.warning("controller %d: could not delete /controller: %s", self.broker_id, exc)
+
+    async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> list[tuple[str, int]]:
+        """Move leadership off ``broker_id``; the partitions it still leads (empty when done)."""
+        result: defer.Deferred = defer.Deferred()
+
+        async def run() -> None:
+            try:
+                if not self._active:
+                    raise KafkaError(ErrorCode.NOT_CONTROLLER, f"broker {self.broker_id} is not the controller")
+                result.callback(await self.core.controlled_shutdown(broker_id, broker_epoch))
+            except BaseException as exc:
+                result.errback(exc)
+                if isinstance(exc, ControllerMovedError):
+                    raise
+        if self._stopped:
+            raise KafkaError(ErrorCode.NOT_CONTROLLER, "controller is shutting down")
+        self._enqueue("ControlledShutdown", run)
+        return await result
+
+    # ------------------------------------------------------------ watches (kazoo threads)
+
+    def _from_thread(self, name: str, fn, active_only: bool = False) -> None:
+        self.reactor.callFromThread(self._enqueue, name, fn, active_only)
+
+    def controller_change(self) -> None:
+        self._from_thread("ControllerChange", self._on_controller_change)
+
+    def broker_change(self) -> None:
+        self._from_thread("BrokerChange", self.core.on_broker_change, True)
+
+    def topic_change(self) -> None:
+        self._from_thread("TopicChange", self.core.on_topic_change, True)
+
+    def topic_deletion(self) -> None:
+        self._from_thread("TopicDeletion", self.core.on_topic_deletion, True)
+
+    def isr_change(self) -> None:
+        self._from_thread("IsrChangeNotification", self.core.on_isr_change_notification, True)
+
+    def partition_modification(self, topic: str) -> Callable[[], None]:
+        w = self._partition_watches.get(topic)
+        if w is None:
+            def w() -> None:
+                self._from_thread("PartitionModifications",
+                                  lambda: self.core.on_partition_modification(topic), True)
+            self._partition_watches[topic] = w
+        return w
+
+    # ------------------------------------------------------------ event queue (reactor)
+
+    def _enqueue(self, name: str, fn: Callable[[], Awaitable[Any]], active_only: bool = False) -> None:
+        if self._stopped:
+            return
+        self._queue.append((name, fn, active_only))
+        if not self._running:
+            self._running = True
+            d = defer.Deferred.fromCoroutine(self._run())
+            if self._running:
+                self._runner = d
+
+    async def _run(self) -> None:
+        try:
+            while self._queue:
+                name, fn, active_only = self._queue.popleft()
+                if active_only and not self._active:
+                    continue
+                try:
+                    await fn()
+                except ControllerMovedError as exc:
+                    log.warning("controller %d: %s during %s; resigning", self.broker_id, exc, name)
+                    await self._maybe_resign()
+                except Exception:
+                    log.exception("controller %d: event %s failed", self.broker_id, name)
+                    if name in ("Startup", "Reelect", "ControllerChange") and self._active:
+                        await self._trigger_controller_move()
+        finally:
+            self._running = False
+            self._runner = None
+
+    # ------------------------------------------------------------ election
+
+    async def _elect(self) -> None:
+        if self._stopped:
+            return
+        cid = await self._in_thread(self.zk.get_controller_id, self.controller_change)
+        self.active_controller_id = cid
+        if cid is not None:
+            if cid != self.broker_id and self._active:
+                self._resign()
+            return
+        try:
+            epoch, version = await self._in_thread(
+                self.zk.register_controller_and_increment_epoch, self.broker_id)
+        except ControllerMovedError:
+            self.active_controller_id = await self._in_thread(self.zk.get_controller_id,
+                                                                    self.controller_change)
+            log.info("controller %d: lost the election to %s", self.broker_id, self.active_controller_id)
+            return
+        self.active_controller_id = self.broker_id
+        self._active = True
+        log.info("controller %d: elected with epoch %d", self.broker_id, epoch)
+        await self.core.on_controller_failover(epoch, version)
+
+    async def _on_controller_change(self) -> None:
+        cid = await self._in_thread(self.zk.get_controller_id, self.controller_change)
+        self.active_controller_id = cid
+        if self._active and cid != self.broker_id:
+            self._resign()
+        if cid is None:
+            await self._elect()
+
+    async def _maybe_resign(self) -> None:
+        cid = await self._in_thread(self.zk.get_controller_id, self.controller_change)
+        self.active_controller_id = cid
+        if cid != self.broker_id:
+            self._resign()
+        elif self._active:  # the fence failed yet /controller is ours: move it (Kafka's triggerControllerMove)
+            await self._trigger_controller_move()
+
+    async def _trigger_controller_move(self) -> None:
+        self._resign()
+        await self._in_thread(self.zk.delete_controller_if_ours, self.broker_id)
+        self._enqueue("Reelect", self._elect)
+
+    async def _on_session_expired(self) -> None:
+        self.active_controller_id = None
+        self._resign()
+
+    def _resign(self) -> None:
+        if not self._active:
+            return
+        log.info("controller %d: resigning (epoch %d)", self.broker_id, self.ctx.epoch)
+        self._active = False
+        self.channels.shutdown()
+        self.core.batch.clear()
+        epoch = self.ctx.epoch
+        self.ctx.reset()
+        self.ctx.epoch = epoch
+
+    # ------------------------------------------------------------ responses
+
+    def _on_response(self, req: OutRequest, body: Any) -> None:
+        code = getattr(body, "error_code", 0)
+        if code:
+            log.warning("controller %d: %s to broker %d answered %s", self.broker_id, req.api,
+                        req.broker_id, ErrorCode(code).name if code in ErrorCode._value2member_map_ else code)
+        if req.api == STOP_REPLICA and req.deleted_partitions:
+            errors = None if code else {(e.topic_name, e.partition_index): e.error_code
+                                        for e in (getattr(body, "partition_errors", None) or [])}
+            deleted = list(req.deleted_partitions)
+            self._enqueue("TopicDeletionStopReplicaResponse",
+                          lambda: self.core.on_stop_replica_response(req.broker_id, deleted, errors), True)

@@ -1,0 +1,267 @@
+"""ControllerCore: what the active controller does on each event (Kafka 2.8 KafkaController).
+
+Invariant: sans-IO apart from the two boundaries it is given — a
+``ControllerZkBackend`` (async, epoch-fenced) and a ``Channels`` sink for
+requests and broker connections — so every decision (failover, broker
+startup/failure/bounce, new topics and partitions, deletion, ISR change
+notifications, controlled shutdown) is testable with in-memory fakes. Handlers
+run one at a time (the shell's event queue guarantees it).
+"""
+from __future__ import annotations
+
+import logging
+from typing import Iterable, Protocol
+
+from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.zk.znodes import BrokerInfo
+
+from .backend import ControllerZkBackend
+from .context import ControllerContext, PartitionReplica, TopicPartition
+from .partition_state_machine import PartitionStateMachine, Strategy
+from .replica_state_machine import ReplicaStateMachine
+from .request_batch import ControllerRequestBatch, OutRequest
+from .states import PartitionState, ReplicaState
+from .topic_deletion import TopicDeletionManager
+
+log = logging.getLogger(__name__)
+
+
+class Channels(Protocol):
+    def add_broker(self, info: BrokerInfo) -> None: ...
+    def remove_broker(self, broker_id: int) -> None: ...
+    def send(self, requests: list[OutRequest]) -> None: ...
+
+
+class ControllerCore:
+    def __init__(self, controller_id: int, zk: ControllerZkBackend, channels: Channels,
+                 ctx: ControllerContext | None = None, inter_broker_listener: str = "PLAINTEXT",
+                 unclean_default: bool = False, delete_topic_enable: bool = True):
+        self.controller_id = controller_id
+        self.zk = zk
+        self.channels = channels
+        self.ctx = ctx or ControllerContext()
+        self.batch = ControllerRequestBatch(self.ctx, controller_id, inter_broker_listener)
+        send = channels.send
+        self.psm = PartitionStateMachine(self.ctx, zk, self.batch, send, unclean_default)
+        self.rsm = ReplicaStateMachine(self.ctx, zk, self.batch, send)
+        self.deletion = TopicDeletionManager(self.ctx, zk, self.batch, send, self.psm, self.rsm,
+                                             delete_topic_enable)
+
+    def _send_update_metadata(self, brokers: Iterable[int], partitions: Iterable[TopicPartition]) -> None:
+        self.batch.new_batch()
+        self.batch.add_update_metadata(brokers, partitions)
+        self.channels.send(self.batch.build())
+
+    # ------------------------------------------------------------ failover
+
+    async def on_controller_failover(self, epoch: int, epoch_zk_version: int) -> None:
+        ctx = self.ctx
+        ctx.reset()
+        ctx.epoch, ctx.epoch_zk_version = epoch, epoch_zk_version
+        names = await self.zk.get_isr_change_notifications()
+        if names:
+            await self.zk.delete_isr_change_notifications(names)
+        ctx.live_brokers = await self.zk.get_all_brokers()
+        for info in ctx.live_brokers.values():
+            self.channels.add_broker(info)
+        ctx.all_topics = await self.zk.get_all_topics()
+        for tp, replicas in (await self.zk.get_replica_assignment(sorted(ctx.all_topics))).items():
+            ctx.set_assignment(tp, replicas)
+        ctx.leadership = await self.zk.get_partition_states(ctx.all_partitions())
+        # Pending deletions (flags of topics that do not exist are just removed).
+        queued = set(await self.zk.get_topic_deletions())
+        for t in sorted(queued - ctx.all_topics):
+            await self.zk.delete_topic(t)
+        queued &= ctx.all_topics
+        ineligible = {t for t in queued
+                      if any(not ctx.is_replica_online(b, tp) for tp in ctx.partitions_for_topic(t)
+                             for b in ctx.replicas(tp))}
+        self.deletion.init(queued, ineligible)
+        self._send_update_metadata(ctx.live_or_shutting_down_broker_ids(), [])
+        await self.rsm.startup()
+        await self.psm.startup()
+        await self.deletion.resume_deletions()
+        log.info("controller %d: failover done (epoch %d, %d brokers, %d topics)", self.controller_id,
+                 epoch, len(ctx.live_brokers), len(ctx.all_topics))
+
+    # ------------------------------------------------------------ brokers
+
+    async def on_broker_change(self) -> None:
+        ctx = self.ctx
+        current = await self.zk.get_all_brokers()
+        known = ctx.live_or_shutting_down_broker_ids()
+        new = sorted(set(current) - known)
+        dead = sorted(known - set(current))
+        bounced = sorted(b for b in set(current) & known if current[b].epoch > ctx.broker_epoch(b))
+        log.info("controller %d: broker change: new %s dead %s bounced %s", self.controller_id,
+                 new, dead, bounced)
+        for b in new:
+            ctx.live_brokers[b] = current[b]
+            self.channels.add_broker(current[b])
+        if new:
+            await self.on_broker_startup(new)
+        if bounced:
+            for b in bounced:
+                ctx.live_brokers.pop(b, None)
+                self.channels.remove_broker(b)
+            await self.on_broker_failure(bounced)
+            for b in bounced:
+                ctx.live_brokers[b] = current[b]
+                self.channels.add_broker(current[b])
+            await self.on_broker_startup(bounced)
+        if dead:
+            for b in dead:
+                ctx.live_brokers.pop(b, None)
+                self.channels.remove_broker(b)
+            await self.on_broker_failure(dead)
+
+    async def on_broker_startup(self, new_brokers: list[int]) -> None:
+        ctx = self.ctx
+        ctx.shutting_down -= set(new_brokers)
+        existing = ctx.live_or_shutting_down_broker_ids() - set(new_brokers)
+        self._send_update_metadata(existing, [])
+        self._send_update_metadata(new_brokers, list(ctx.leadership))
+        replicas = ctx.replicas_on_brokers(new_brokers)
+        await self.rsm.handle_state_changes(replicas, ReplicaState.ONLINE)
+        await self.psm.trigger_online_partition_state_change()
+        topics = {pr[0][0] for pr in replicas if ctx.is_topic_queued_for_deletion(pr[0][0])}
+        if topics:
+            await self.deletion.resume_deletion_for_topics(topics)
+
+    async def on_broker_failure(self, dead_brokers: list[int]) -> None:
+        self.ctx.shutting_down -= set(dead_brokers)
+        await self.on_replicas_become_offline(self.ctx.replicas_on_brokers(dead_brokers))
+
+    async def on_replicas_become_offline(self, replicas: list[PartitionReplica]) -> None:
+        ctx = self.ctx
+        for_deletion = [pr for pr in replicas if ctx.is_topic_queued_for_deletion(pr[0][0])]
+        others = [pr for pr in replicas if not ctx.is_topic_queued_for_deletion(pr[0][0])]
+        live = ctx.live_or_shutting_down_broker_ids()
+        offline_leader = [tp for tp, st in sorted(ctx.leadership.items())
+                          if st.leader not in live and not ctx.is_topic_queued_for_deletion(tp[0])
+                          and ctx.partition_state(tp) is not PartitionState.OFFLINE]
+        await self.psm.handle_state_changes(offline_leader, PartitionState.OFFLINE)
+        await self.psm.trigger_online_partition_state_change()
+        await self.rsm.handle_state_changes(others, ReplicaState.OFFLINE)
+        if for_deletion:
+            await self.deletion.fail_replica_deletion(for_deletion)
+        if not offline_leader:
+            self._send_update_metadata(ctx.live_or_shutting_down_broker_ids(), [])
+
+    # ------------------------------------------------------------ topics
+
+    async def on_topic_change(self) -> None:
+        ctx = self.ctx
+        topics = await self.zk.get_all_topics()
+        new = topics - ctx.all_topics
+        deleted = ctx.all_topics - topics
+        ctx.all_topics = set(topics)
+        added = await self.zk.get_replica_assignment(sorted(new)) if new else {}
+        for t in deleted:
+            ctx.remove_topic(t)
+        for tp, replicas in added.items():
+            ctx.set_assignment(tp, replicas)
+        if added:
+            log.info("controller %d: new topics %s", self.controller_id, sorted(new))
+            await self.on_new_partition_creation(sorted(added))
+
+    async def on_partition_modification(self, topic: str) -> None:
+        ctx = self.ctx
+        if topic not in ctx.all_topics:
+            return
+        assignment = await self.zk.get_replica_assignment([topic])
+        to_add = {tp: r for tp, r in assignment.items() if not ctx.replicas(tp)}
+        if not to_add:
+            return
+        if ctx.is_topic_queued_for_deletion(topic):
+            log.warning("controller: skipping partition additions to %s: it is being deleted", topic)
+            return
+        for tp, r in to_add.items():
+            ctx.set_assignment(tp, r)
+        await self.on_new_partition_creation(sorted(to_add))
+
+    async def on_new_partition_creation(self, partitions: list[TopicPartition]) -> None:
+        replicas = self.ctx.replicas_for_partitions(partitions)
+        await self.psm.handle_state_changes(partitions, PartitionState.NEW)
+        await self.rsm.handle_state_changes(replicas, ReplicaState.NEW)
+        await self.psm.handle_state_changes(partitions, PartitionState.ONLINE, Strategy.OFFLINE)
+        await self.rsm.handle_state_changes(replicas, ReplicaState.ONLINE)
+
+    async def on_topic_deletion(self) -> None:
+        ctx = self.ctx
+        queued = set(await self.zk.get_topic_deletions())
+        for t in sorted(queued - ctx.all_topics):
+            await self.zk.delete_topic(t)
+        queued &= ctx.all_topics
+        if not self.deletion.enabled:
+            if queued:  # Kafka removes the flags when deletion is disabled
+                await self.zk.delete_topic_deletion_flags(sorted(queued))
+            return
+        if queued:
+            log.info("controller %d: topics queued for deletion %s", self.controller_id, sorted(queued))
+            await self.deletion.enqueue_topics_for_deletion(queued)
+
+    async def on_stop_replica_response(self, broker_id: int, deleted: list[TopicPartition],
+                                       errors: dict[TopicPartition, int] | None) -> None:
+        """A StopReplica(delete=True) answer: ``errors`` None means the whole request failed."""
+        replicas = [(tp, broker_id) for tp in deleted]
+        if errors is None:
+            failed = replicas
+        else:
+            failed = [(tp, broker_id) for tp in deleted if errors.get(tp, 0) != 0]
+        ok = [pr for pr in replicas if pr not in failed]
+        if failed:
+            await self.deletion.fail_replica_deletion(failed)
+        if ok:
+            await self.deletion.complete_replica_deletion(ok)
+
+    # ------------------------------------------------------------ ISR changes
+
+    async def on_isr_change_notification(self) -> None:
+        names = await self.zk.get_isr_change_notifications()
+        if not names:
+            return
+        try:
+            partitions = sorted(set(await self.zk.get_partitions_from_isr_change_notifications(names)))
+            partitions = [tp for tp in partitions if tp[0] in self.ctx.all_topics]
+            if partitions:
+                states = await self.zk.get_partition_states(partitions)
+                self.ctx.leadership.update(states)
+                self._send_update_metadata(self.ctx.live_or_shutting_down_broker_ids(), list(states))
+        finally:
+            await self.zk.delete_isr_change_notifications(names)
+
+    # ------------------------------------------------------------ controlled shutdown
+
+    async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> list[TopicPartition]:
+        ctx = self.ctx
+        if broker_id not in ctx.live_or_shutting_down_broker_ids():
+            raise KafkaError(ErrorCode.BROKER_NOT_AVAILABLE, f"broker {broker_id} is not alive")
+        if broker_epoch != -1 and broker_epoch < ctx.broker_epoch(broker_id):
+            raise KafkaError(ErrorCode.STALE_BROKER_EPOCH,
+                             f"broker epoch {broker_epoch} < {ctx.broker_epoch(broker_id)}")
+        ctx.shutting_down.add(broker_id)
+
+        def acts_on(tp: TopicPartition) -> bool:
+            return (len(ctx.replicas(tp)) > 1 and tp in ctx.leadership
+                    and not ctx.is_topic_queued_for_deletion(tp[0]))
+        parts = [tp for tp in ctx.partitions_on_broker(broker_id) if acts_on(tp)]
+        led = [tp for tp in parts if ctx.leadership[tp].leader == broker_id]
+        followed = [tp for tp in parts if ctx.leadership[tp].leader != broker_id]
+        await self.psm.handle_state_changes(led, PartitionState.ONLINE, Strategy.CONTROLLED_SHUTDOWN)
+        if followed:
+            self.batch.new_batch()
+            for tp in followed:
+                self.batch.add_stop_replica([broker_id], tp, delete=False)
+            self.channels.send(self.batch.build())
+        await self.rsm.handle_state_changes([(tp, broker_id) for tp in followed], ReplicaState.OFFLINE)
+        return sorted(tp for tp, st in ctx.leadership.items() if st.leader == broker_id and acts_on(tp))
+
+    # ------------------------------------------------------------ preferred election
+
+    async def elect_preferred_leaders(self, partitions: Iterable[TopicPartition]) -> dict:
+        """Move leadership back to the first replica where it is live and in the ISR."""
+        parts = [tp for tp in partitions if tp in self.ctx.leadership
+                 and self.ctx.leadership[tp].leader != (self.ctx.replicas(tp) or [None])[0]
+                 and not self.ctx.is_topic_queued_for_deletion(tp[0])]
+        return await self.psm.handle_state_changes(parts, PartitionState.ONLINE, Strategy.PREFERRED)

@@ -1,0 +1,88 @@
+"""KafkaZkClient against a real ZooKeeper ensemble (per-test chroot)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from odradek.zk import znodes as zn
+from odradek.zk.session import BrokerIdInUseError, ControllerMovedError, KafkaZkClient
+
+
+@pytest.fixture
+def kzc(zk_connect):
+    c = KafkaZkClient(zk_connect, session_timeout_ms=6000)
+    c.start()
+    c.create_persistent_paths()
+    yield c
+    c.close()
+
+
+def test_cluster_id_producer_ids_and_config(kzc, zk):
+    assert kzc.get_or_create_cluster_id("abc") == "abc"
+    assert kzc.get_or_create_cluster_id("other") == "abc"
+    assert json.loads(zk.get("/cluster/id")[0]) == {"version": "1", "id": "abc"}
+    assert kzc.allocate_producer_id_block(1) == (0, 999)
+    assert kzc.allocate_producer_id_block(2) == (1000, 1999)
+    assert json.loads(zk.get("/latest_producer_id_block")[0]) == {
+        "version": 1, "broker": 2, "block_start": "1000", "block_end": "1999"}
+    zk.create("/config/topics/t", zn.ConfigEntityZNode.encode({"retention.ms": "5"}))
+    assert kzc.get_entity_config("topics", "t") == {"retention.ms": "5"}
+    assert kzc.get_entity_config("topics", "none") == {}
+    for p in zn.PERSISTENT_PATHS:
+        assert zk.exists(p)
+
+
+def test_register_broker_epoch_and_conflicts(kzc, zk_connect):
+    info = zn.BrokerInfo(1, [zn.Endpoint("PLAINTEXT", "127.0.0.1", 9092)])
+    epoch = kzc.register_broker(info)
+    brokers = kzc.get_all_brokers()
+    assert brokers[1].epoch == epoch and brokers[1].endpoints == info.endpoints
+    assert kzc.register_broker(info) == epoch          # our own node: same epoch
+    other = KafkaZkClient(zk_connect, session_timeout_ms=6000)
+    other.start()
+    try:
+        with pytest.raises(BrokerIdInUseError):
+            other.register_broker(zn.BrokerInfo(1, [zn.Endpoint("PLAINTEXT", "127.0.0.1", 9999)]))
+    finally:
+        other.close()
+
+
+def test_controller_election_multi_and_fenced_writes(kzc, zk):
+    assert kzc.get_controller_epoch() is None
+    epoch, version = kzc.register_controller_and_increment_epoch(3)
+    assert (epoch, version) == (1, 1) and kzc.get_controller_id() == 3
+    assert zk.get("/controller_epoch")[0] == b"1"
+    with pytest.raises(ControllerMovedError):
+        kzc.register_controller_and_increment_epoch(4)
+    tp = ("t", 0)
+    zk.create(zn.TopicZNode.path("t"), zn.TopicZNode.encode({0: [3, 4]}))
+    st = zn.LeaderIsrAndControllerEpoch(3, 0, [3, 4], epoch, 0)
+    assert kzc.create_partition_states({tp: st}, version) == {tp: None}
+    assert json.loads(zk.get("/brokers/topics/t/partitions/0/state")[0]) == {
+        "controller_epoch": 1, "leader": 3, "version": 1, "leader_epoch": 0, "isr": [3, 4]}
+    res = kzc.update_partition_states_conditionally(
+        {tp: zn.LeaderIsrAndControllerEpoch(4, 1, [4], epoch, 0)}, version)
+    assert res.succeeded[tp].zk_version == 1 and not res.bad_version
+    res = kzc.update_partition_states_conditionally(
+        {tp: zn.LeaderIsrAndControllerEpoch(3, 2, [3], epoch, 0)}, version)
+    assert res.bad_version == [tp]
+    # Another controller bumps the epoch: every fenced write now fails.
+    kzc.delete_controller_if_ours(3)
+    assert kzc.register_controller_and_increment_epoch(4) == (2, 2)
+    with pytest.raises(ControllerMovedError):
+        kzc.update_partition_states_conditionally({tp: kzc.get_partition_states([tp])[tp]}, version)
+    with pytest.raises(ControllerMovedError):
+        kzc.delete_topic_znodes("t", version)
+    assert zk.exists("/brokers/topics/t/partitions/0/state")
+
+
+def test_isr_change_notifications(kzc):
+    kzc.register_controller_and_increment_epoch(1)
+    _, version = kzc.get_controller_epoch()
+    kzc.create_isr_change_notification([("t", 0), ("u", 2)])
+    names = kzc.get_isr_change_notifications()
+    assert len(names) == 1 and names[0].startswith("isr_change_")
+    assert kzc.get_partitions_from_isr_change_notifications(names) == [("t", 0), ("u", 2)]
+    kzc.delete_isr_change_notifications(names, version)
+    assert kzc.get_isr_change_notifications() == []

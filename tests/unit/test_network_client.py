@@ -1,0 +1,147 @@
+"""BrokerClient against a tiny Twisted server on a real loopback socket (private reactor thread)."""
+from __future__ import annotations
+
+import queue
+import socket
+import threading
+
+import pytest
+from twisted.internet import defer, protocol
+from twisted.internet.selectreactor import SelectReactor
+from twisted.protocols.basic import Int32StringReceiver
+
+from odradek.broker.network_client import (BrokerClient, ClientClosedError, DisconnectedError,
+                                           RequestTimedOutError)
+from odradek.protocol import header
+from odradek.protocol.apis import update_metadata
+
+V = update_metadata.MAX_VERSION
+
+
+class ReactorThread:
+    """A non-global reactor running in a daemon thread; ``call`` runs fn on it and waits."""
+
+    def __init__(self):
+        self.reactor = SelectReactor()
+        self.thread = threading.Thread(target=self.reactor.run, kwargs={"installSignalHandlers": False},
+                                       daemon=True)
+        self.thread.start()
+
+    def call(self, fn, *args, timeout: float = 10.0):
+        out: queue.Queue = queue.Queue()
+
+        def run():
+            d = defer.maybeDeferred(fn, *args)
+            d.addBoth(out.put)
+        self.reactor.callFromThread(run)
+        res = out.get(timeout=timeout)
+        if hasattr(res, "raiseException"):
+            res.raiseException()
+        return res
+
+    def stop(self):
+        self.reactor.callFromThread(self.reactor.stop)
+        self.thread.join(10)
+
+
+class Server(Int32StringReceiver):
+    def stringReceived(self, frame):
+        hdr, _ = header.decode_request_header(frame)
+        self.factory.seen.append(hdr)
+        mode = self.factory.mode
+        if mode == "close":
+            self.transport.loseConnection()
+        elif mode == "silent":
+            pass
+        else:
+            cid = hdr.correlation_id + (1 if mode == "badcid" else 0)
+            self.sendString(header.encode_response(update_metadata, hdr.api_version, cid,
+                                                   {"error_code": len(self.factory.seen)}))
+
+
+class ServerFactory(protocol.ServerFactory):
+    protocol = Server
+
+    def __init__(self, mode="echo"):
+        self.mode = mode
+        self.seen = []
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def rt():
+    r = ReactorThread()
+    yield r
+    r.stop()
+
+
+def listen(rt, factory, port=0):
+    return rt.call(lambda: rt.reactor.listenTCP(port, factory, interface="127.0.0.1"))
+
+
+def send_many(rt, client, n):
+    return rt.call(lambda: defer.gatherResults(
+        [client.send(update_metadata, V, {"controller_id": 1, "controller_epoch": 1}) for _ in range(n)],
+        consumeErrors=True))
+
+
+def test_requests_and_responses_in_order(rt):
+    f = ServerFactory()
+    port = listen(rt, f).getHost().port
+    client = rt.call(BrokerClient, rt.reactor, "127.0.0.1", port, "test-client")
+    res = send_many(rt, client, 5)
+    assert [r.error_code for r in res] == [1, 2, 3, 4, 5]
+    assert [h.correlation_id for h in f.seen] == [0, 1, 2, 3, 4]
+    assert {h.client_id for h in f.seen} == {"test-client"}
+    assert {h.api_key for h in f.seen} == {update_metadata.API_KEY}
+    rt.call(client.close)
+
+
+def test_disconnect_fails_in_flight(rt):
+    port = listen(rt, ServerFactory("close")).getHost().port
+    client = rt.call(BrokerClient, rt.reactor, "127.0.0.1", port, "c")
+    with pytest.raises(DisconnectedError):
+        rt.call(client.send, update_metadata, V, {})
+    rt.call(client.close)
+
+
+def test_wrong_correlation_id_drops_connection(rt):
+    port = listen(rt, ServerFactory("badcid")).getHost().port
+    client = rt.call(BrokerClient, rt.reactor, "127.0.0.1", port, "c")
+    with pytest.raises(DisconnectedError):
+        rt.call(client.send, update_metadata, V, {})
+    rt.call(client.close)
+
+
+def test_reconnects_with_backoff_until_server_appears(rt):
+    port = free_port()
+    client = rt.call(BrokerClient, rt.reactor, "127.0.0.1", port, "c")
+    pending = rt.call(lambda: client.send(update_metadata, V, {}).addBoth(results.put) and None)
+    assert pending is None
+    assert not client.connected
+    f = ServerFactory()
+    listen(rt, f, port)
+    res = results.get(timeout=10)
+    assert res.error_code == 1
+    rt.call(client.close)
+
+
+results: queue.Queue = queue.Queue()
+
+
+def test_timeout_and_close(rt):
+    port = listen(rt, ServerFactory("silent")).getHost().port
+    client = rt.call(lambda: BrokerClient(rt.reactor, "127.0.0.1", port, "c", request_timeout_ms=200))
+    with pytest.raises(RequestTimedOutError):
+        rt.call(client.send, update_metadata, V, {})
+    box: queue.Queue = queue.Queue()
+    rt.call(lambda: client.send(update_metadata, V, {}).addErrback(lambda f: box.put(f.value)) and None)
+    rt.call(client.close)
+    assert isinstance(box.get(timeout=5), ClientClosedError)
+    with pytest.raises(ClientClosedError):
+        rt.call(client.send, update_metadata, V, {})
