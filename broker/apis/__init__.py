@@ -1,1 +1,43 @@
-"""odradek.broker.apis"""
+"""Handler registry: API key -> the handler module that serves it.
+
+Invariant: the ApiVersions response is built from THIS registry, so the broker
+advertises exactly the APIs (and version ranges) it handles; each range is the
+handler's own, clamped to what the protocol module can encode. One module per
+API; a later issue adds group APIs by listing their modules here.
+"""
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+HANDLER_MODULES: tuple[str, ...] = (
+    "produce", "fetch", "list_offsets", "metadata", "leader_and_isr", "stop_replica",
+    "update_metadata", "controlled_shutdown", "api_versions", "create_topics", "delete_topics",
+    "init_producer_id", "offset_for_leader_epoch",
+)
+
+HANDLERS: dict[int, ModuleType] = {}
+
+
+def register(module: ModuleType) -> None:
+    """Add a handler module (it must define API, MIN_VERSION, MAX_VERSION, handle, error_response)."""
+    HANDLERS[module.API.API_KEY] = module
+
+
+def version_range(module: ModuleType) -> tuple[int, int]:
+    """The advertised [min, max] of a handler, clamped to its protocol module."""
+    api = module.API
+    return max(module.MIN_VERSION, api.MIN_VERSION), min(module.MAX_VERSION, api.MAX_VERSION)
+
+
+def advertised_api_versions() -> list[dict]:
+    """The ``api_keys`` array of an ApiVersions response, sorted by key."""
+    out = []
+    for key in sorted(HANDLERS):
+        lo, hi = version_range(HANDLERS[key])
+        out.append({"api_key": key, "min_version": lo, "max_version": hi})
+    return out
+
+
+for _name in HANDLER_MODULES:
+    register(importlib.import_module(f"{__name__}.{_name}"))

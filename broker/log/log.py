@@ -33,13 +33,15 @@ from ..config import LONG_MAX, LogConfig
 from .checkpoint import CLEAN_SHUTDOWN_FILE
 from .epoch_cache import LEADER_EPOCH_CHECKPOINT, LeaderEpochFileCache
 from .index import CorruptIndexError
-from .segment import DELETED_SUFFIX, INT32_MAX, LOG_SUFFIX, LogSegment
+from .segment import (DELETED_SUFFIX, INDEX_SUFFIX, INT32_MAX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment,
+                      filename_prefix)
 
 logger = logging.getLogger(__name__)
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 _SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex|snapshot)(\.deleted|\.cleaned|\.swap)?$")
+CLEANED_SUFFIX, SWAP_SUFFIX = ".cleaned", ".swap"
 
 
 class LogAppendInfo(NamedTuple):
@@ -104,15 +106,24 @@ class Log:
 
     def _load_segments(self, had_clean_shutdown: bool) -> None:
         bases = set()
-        for name in os.listdir(self.dir):
+        names = os.listdir(self.dir)
+        # a ``<base>.log.swap`` is a committed compaction swap (see replace_segments): complete it
+        # with indexes rebuilt from the log; any other ``.swap`` belongs to an uncommitted one
+        swapped = {int(n[:20]) for n in names if n.endswith(LOG_SUFFIX + SWAP_SUFFIX) and _SEGMENT_FILE.match(n)}
+        for name in names:
             path = os.path.join(self.dir, name)
-            if name.endswith((DELETED_SUFFIX, ".cleaned", ".tmp")):
-                os.remove(path)  # interrupted deletion / cleaning / checkpoint
-                continue
-            if name.endswith(".swap"):  # interrupted compaction swap: complete it
-                os.replace(path, path[:-len(".swap")])
-                name = name[:-len(".swap")]
             m = _SEGMENT_FILE.match(name)
+            if name.endswith((DELETED_SUFFIX, CLEANED_SUFFIX, ".tmp")) or (
+                    m and m.group(2) != "log" and int(m.group(1)) in swapped):
+                os.remove(path)  # interrupted deletion / cleaning / checkpoint; stale index of a swap
+                continue
+            if name.endswith(SWAP_SUFFIX):
+                if not (m and m.group(2) == "log"):
+                    os.remove(path)
+                    continue
+                os.replace(path, path[:-len(SWAP_SUFFIX)])
+                name = name[:-len(SWAP_SUFFIX)]
+                m = _SEGMENT_FILE.match(name)
             if m and m.group(2) == "log":
                 bases.add(int(m.group(1)))
         for name in os.listdir(self.dir):  # indexes without a log file
@@ -125,6 +136,10 @@ class Log:
                              now_ms=self._now_ms)
             self.segments.append(seg)
         self._bases = [s.base_offset for s in self.segments]
+        for seg in [s for s in self.segments if s.base_offset in swapped]:
+            seg.recover()  # the swapped-in segment replaces every old one it overlaps
+            self._remove_segments([s for s in self.segments
+                                   if seg.base_offset < s.base_offset < seg.next_offset])
         for i, seg in enumerate(self.segments):
             needs_recovery = not had_clean_shutdown and (
                 i + 1 == len(self.segments) or self.segments[i + 1].base_offset > self.recovery_point)
@@ -424,6 +439,40 @@ class Log:
         for s in segs:
             s.delete_files()
 
+    # ---------------------------------------------------------------- compaction swap
+    def replace_segments(self, base: int, old: list[LogSegment]) -> LogSegment:
+        """Swap ``<base>.{index,timeindex,log}.cleaned`` in for ``old`` (adjacent inactive
+        segments, the first at ``base``) and return the new segment (``Log.replaceSegments``).
+
+        Crash-safe: ``.cleaned`` → ``.swap`` with the log renamed last (the commit point),
+        then the other old segments are deleted, then ``.swap`` → final with the log last.
+        ``_load_segments`` drops an uncommitted swap and completes a committed one.
+        """
+        i = next((j for j, s in enumerate(self.segments) if s is old[0]), -1)
+        if (i < 0 or old[0].base_offset != base or self.segments[i:i + len(old)] != old
+                or i + len(old) >= len(self.segments)):
+            raise ValueError(f"{self.dir}: segments to replace are not adjacent inactive ones at {base}")
+        prefix = os.path.join(self.dir, filename_prefix(base))
+        paths = [prefix + INDEX_SUFFIX, prefix + TIME_INDEX_SUFFIX, prefix + LOG_SUFFIX]
+        for p in paths:
+            os.replace(p + CLEANED_SUFFIX, p + SWAP_SUFFIX)
+        _fsync_dir(self.dir)
+        old[0].close_handlers()  # its files are overwritten by the renames below
+        self._remove_segments(old[1:])
+        for p in paths:
+            os.replace(p + SWAP_SUFFIX, p)
+        _fsync_dir(self.dir)
+        c = self.config
+        seg = LogSegment(self.dir, base, c["index.interval.bytes"], c["segment.index.bytes"], now_ms=self._now_ms)
+        try:
+            seg.load()
+        except (CorruptIndexError, KafkaError) as e:
+            logger.warning("%s: rebuilding indexes of cleaned %s (%s)", self.dir, seg.log_path, e)
+            seg.recover()
+        self.segments[i] = seg
+        self._bases = [s.base_offset for s in self.segments]
+        return seg
+
     # ---------------------------------------------------------------- truncation
     def truncate_to(self, offset: int) -> bool:
         """Remove everything at and after ``offset`` (follower truncation); False if ≥ LEO."""
@@ -493,6 +542,14 @@ class Log:
     def __repr__(self) -> str:
         return (f"Log({self.topic}-{self.partition}, start={self.log_start_offset}, "
                 f"end={self.log_end_offset}, segments={len(self.segments)})")
+
+
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def is_log_file(name: str) -> bool:

@@ -1,0 +1,103 @@
+"""What every API handler gets: the broker's parts (BrokerContext) and the request's (RequestContext).
+
+Invariant: handlers reach the rest of the broker only through ``BrokerContext``;
+anything blocking (ZooKeeper) goes through ``ctx.run_in_thread`` and anything
+timed through ``ctx.scheduler``, so handlers stay testable with an in-memory
+metadata cache, a real LogManager in a tmp dir and ``task.Clock``.
+
+Handler module contract (one module per API in this package):
+``API`` (the protocol module), ``MIN_VERSION``/``MAX_VERSION`` (what we advertise),
+``handle(ctx, rc, request) -> dict | None | Deferred[dict | None]`` (None = no
+response, e.g. acks=0) and ``error_response(request, version, code) -> dict``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+from twisted.internet import defer
+
+from ..metadata_cache import MetadataCache
+
+
+@dataclass
+class RequestContext:
+    """Per-request facts: header fields and the listener the connection arrived on."""
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    listener: str = "PLAINTEXT"
+    peer: str = ""
+
+
+@dataclass
+class BrokerContext:
+    config: Any
+    broker_id: int
+    metadata_cache: MetadataCache
+    replica_manager: Any
+    log_manager: Any
+    scheduler: Any                                   # reactor or task.Clock
+    run_in_thread: Callable[..., defer.Deferred]     # deferToThread-like
+    zk: Any = None                                   # KafkaZkClient
+    admin: Any = None                                # AdminZkClient
+    controller: Any = None                           # KafkaController
+    producer_ids: Any = None                         # ProducerIdManager
+    broker_epoch: int = -1
+    topic_configs: dict[str, dict[str, str]] = field(default_factory=dict)
+    pending_auto_creates: set[str] = field(default_factory=set)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_controller(self) -> bool:
+        c = self.controller
+        return bool(c is not None and getattr(c, "is_active", False))
+
+
+def wait_for_metadata(ctx: BrokerContext, condition: Callable[[], bool], timeout_ms: int) -> defer.Deferred:
+    """A Deferred firing True once ``condition()`` holds after a metadata update, or False at timeout."""
+    d: defer.Deferred = defer.Deferred()
+    if condition():
+        d.callback(True)
+        return d
+    timer: list[Optional[Any]] = [None]
+
+    def check() -> None:
+        if not d.called and condition():
+            finish(True)
+
+    def finish(result: bool) -> None:
+        ctx.metadata_cache.remove_listener(check)
+        t = timer[0]
+        if t is not None and t.active():
+            t.cancel()
+        if not d.called:
+            d.callback(result)
+
+    ctx.metadata_cache.add_listener(check)
+    timer[0] = ctx.scheduler.callLater(max(timeout_ms, 0) / 1000.0, finish, False)
+    return d
+
+
+class CloseConnection(Exception):
+    """Raised by the dispatcher (or a handler) to drop this client's connection, as Kafka does."""
+
+
+def sync_or_deferred(start) -> dict | None | defer.Deferred:
+    """Run ``start(respond)``; return the result if ``respond`` was called synchronously, else a Deferred."""
+    box: list = []
+    d: defer.Deferred | None = None
+
+    def respond(result) -> None:
+        nonlocal d
+        if d is None:
+            box.append(result)
+        else:
+            d.callback(result)
+
+    start(respond)
+    if box:
+        return box[0]
+    d = defer.Deferred()
+    return d

@@ -1,0 +1,41 @@
+"""ControlledShutdown (key 7, v0-3): a broker asks the controller to move its leaderships away.
+
+Invariant: only the active controller answers (others: NOT_CONTROLLER); the
+controller's ``controlled_shutdown(broker_id, broker_epoch)`` returns the
+partitions still led by that broker (empty = safe to stop) or raises KafkaError
+(e.g. STALE_BROKER_EPOCH).
+"""
+from __future__ import annotations
+
+import logging
+
+from twisted.internet import defer
+
+from odradek.protocol.apis import controlled_shutdown as API
+from odradek.protocol.errors import ErrorCode, KafkaError
+
+from .context import BrokerContext, RequestContext
+
+log = logging.getLogger(__name__)
+
+MIN_VERSION = 0
+MAX_VERSION = 3
+
+
+def handle(ctx: BrokerContext, rc: RequestContext, req):
+    if not ctx.is_controller:
+        return error_response(req, rc.api_version, ErrorCode.NOT_CONTROLLER)
+
+    async def run() -> dict:
+        epoch = req.broker_epoch if rc.api_version >= 2 else -1
+        try:
+            remaining = await defer.ensureDeferred(ctx.controller.controlled_shutdown(req.broker_id, epoch))
+        except KafkaError as e:
+            return error_response(req, rc.api_version, e.code)
+        return {"error_code": 0, "remaining_partitions": [
+            {"topic_name": t, "partition_index": p} for t, p in (remaining or [])]}
+    return defer.Deferred.fromCoroutine(run())
+
+
+def error_response(req, version: int, code: ErrorCode) -> dict:
+    return {"error_code": int(code), "remaining_partitions": []}

@@ -1,0 +1,119 @@
+"""CreateTopics (key 19, v0-4): validate, write the topic znodes, wait for leaders.
+
+Invariant: only the active controller creates topics (others: NOT_CONTROLLER per
+topic). Each topic is validated as Kafka's ZkAdminManager does (duplicate names →
+INVALID_REQUEST, existing → TOPIC_ALREADY_EXISTS, name, partitions, replication
+factor vs live brokers, manual assignment, configs); znodes are written through
+AdminZkClient in a thread (``validate_only`` writes nothing). Successful topics are
+answered once the metadata cache shows them with leaders, or REQUEST_TIMED_OUT.
+"""
+from __future__ import annotations
+
+import logging
+
+from twisted.internet import defer
+
+from odradek.protocol.apis import create_topics as API
+from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.zk import assignment as assign
+from odradek.zk import topics as topic_rules
+
+from .context import BrokerContext, RequestContext, wait_for_metadata
+
+log = logging.getLogger(__name__)
+
+MIN_VERSION = 0
+MAX_VERSION = 4
+
+
+def _result(name: str, code: ErrorCode | int, message: str | None = None) -> dict:
+    return {"name": name, "error_code": int(code), "error_message": message}
+
+
+def handle(ctx: BrokerContext, rc: RequestContext, req):
+    return defer.Deferred.fromCoroutine(_handle(ctx, rc, req))
+
+
+def plan(ctx: BrokerContext, topic, validate_only: bool) -> tuple[dict[int, list[int]], dict[str, str]]:
+    """(assignment, configs) for one requested topic, or KafkaError."""
+    name = topic.name
+    if ctx.metadata_cache.contains_topic(name):
+        raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+    topic_rules.validate_topic_name(name)
+    configs: dict[str, str] = {}
+    for c in topic.configs:
+        if c.value is None:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, "Null value not supported for topic configs: " + c.name)
+        configs[c.name] = c.value
+    topic_rules.validate_topic_config(configs)
+    if topic.assignments:
+        if topic.num_partitions != -1 or topic.replication_factor != -1:
+            raise KafkaError(ErrorCode.INVALID_REQUEST,
+                             "Both numPartitions or replicationFactor and replicasAssignments were set. "
+                             "Both cannot be used at the same time.")
+        assignment = {a.partition_index: list(a.broker_ids) for a in topic.assignments}
+        if sorted(assignment) != list(range(len(assignment))):
+            raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             "partitions should be a consecutive 0-based integer sequence")
+        assign.validate_topic_assignment(assignment)
+        return assignment, configs
+    partitions = topic.num_partitions if topic.num_partitions != -1 else int(ctx.config["num.partitions"])
+    rf = topic.replication_factor if topic.replication_factor != -1 else \
+        int(ctx.config["default.replication.factor"])
+    brokers = sorted(ctx.metadata_cache.alive_broker_ids())
+    if rf > len(brokers) and partitions > 0 and rf > 0:
+        raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                         f"Replication factor: {rf} larger than available brokers: {len(brokers)}.")
+    return assign.assign_replicas_to_brokers(partitions, rf, brokers), configs
+
+
+async def _handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:
+    version = rc.api_version
+    validate_only = bool(req.get("validate_only", False)) if version >= 1 else False
+    names = [t.name for t in req.topics]
+    dups = {n for n in names if names.count(n) > 1}
+    results: dict[str, dict] = {}
+    created: dict[str, int] = {}
+    for topic in req.topics:
+        name = topic.name
+        if name in dups:
+            results[name] = _result(name, ErrorCode.INVALID_REQUEST,
+                                    f"Create topics request contains multiple entries for the topic {name}.")
+            continue
+        if not ctx.is_controller:
+            results[name] = _result(name, ErrorCode.NOT_CONTROLLER, "This is not the correct controller for this cluster.")
+            continue
+        try:
+            assignment, configs = plan(ctx, topic, validate_only)
+            if validate_only:
+                await ctx.run_in_thread(ctx.admin.validate_topic_create, name, assignment, configs)
+            else:
+                await ctx.run_in_thread(ctx.admin.create_topic_with_assignment, name, configs, assignment)
+                created[name] = len(assignment)
+                log.info("created topic %s with %d partitions (replicas %s)", name, len(assignment), assignment)
+            results[name] = _result(name, ErrorCode.NONE)
+        except KafkaError as e:
+            results[name] = _result(name, e.code, e.message)
+        except Exception as e:
+            log.exception("creating topic %s failed", name)
+            results[name] = _result(name, ErrorCode.UNKNOWN_SERVER_ERROR, str(e))
+    if created and req.timeout_ms > 0:
+        cache = ctx.metadata_cache
+        ready = await wait_for_metadata(
+            ctx, lambda: all(cache.topic_has_leaders(t, n) for t, n in created.items()), req.timeout_ms)
+        if not ready:
+            for t, n in created.items():
+                if not cache.topic_has_leaders(t, n):
+                    results[t] = _result(t, ErrorCode.REQUEST_TIMED_OUT,
+                                         "Timed out waiting for the topic's partitions to get leaders.")
+    seen: set[str] = set()
+    topics = []
+    for n in names:
+        if n not in seen:
+            seen.add(n)
+            topics.append(results[n])
+    return {"throttle_time_ms": 0, "topics": topics}
+
+
+def error_response(req, version: int, code: ErrorCode) -> dict:
+    return {"throttle_time_ms": 0, "topics": [_result(t.name, code) for t in req.topics]}

@@ -1,0 +1,82 @@
+"""Fetch (key 1, v0-11): consumers read up to the HW, followers up to the LEO.
+
+Invariant: record bytes go from ``Log.read`` to the response untouched. Total
+max_bytes and partition_max_bytes are honoured, with at least one batch for the
+first non-empty partition. Fewer than min_bytes available → the request waits in
+the fetch purgatory (woken by appends / HW moves / role changes) up to max_wait_ms.
+Fetch sessions are not kept: v7+ answers session_id 0 (sessionless full fetches);
+a request naming a session gets FETCH_SESSION_ID_NOT_FOUND. v0-3 cannot carry
+magic-2 data: a partition with data answers UNSUPPORTED_FOR_MESSAGE_FORMAT.
+"""
+from __future__ import annotations
+
+from twisted.internet import defer
+
+from odradek.protocol.apis import fetch as API
+from odradek.protocol.errors import ErrorCode
+
+from ..delayed import FetchParams, FetchPartition
+from .context import BrokerContext, RequestContext, sync_or_deferred
+
+MIN_VERSION = 0
+MAX_VERSION = 11
+
+INVALID_SESSION_ID = 0
+INITIAL_EPOCH = 0
+FINAL_EPOCH = -1
+
+
+def handle(ctx: BrokerContext, rc: RequestContext, req):
+    version = rc.api_version
+    if version >= 7:
+        if req.session_id != INVALID_SESSION_ID:
+            return _top_level_error(ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
+        if req.session_epoch not in (INITIAL_EPOCH, FINAL_EPOCH):
+            return _top_level_error(ErrorCode.INVALID_FETCH_SESSION_EPOCH)
+    params = FetchParams(
+        replica_id=req.replica_id, max_wait_ms=req.max_wait_ms, min_bytes=req.min_bytes,
+        max_bytes=req.max_bytes if version >= 3 else 0x7FFFFFFF,
+        isolation_level=req.isolation_level if version >= 4 else 0,
+        partitions=[FetchPartition(t.topic, p.partition, p.fetch_offset, p.partition_max_bytes,
+                                   p.current_leader_epoch, p.log_start_offset)
+                    for t in req.topics for p in t.partitions])
+    read_committed = params.isolation_level == 1
+
+    def build(results) -> dict:
+        responses: list[dict] = []
+        for fp, r in results:
+            if not responses or responses[-1]["topic"] != fp.topic:
+                responses.append({"topic": fp.topic, "partition_responses": []})
+            parts = responses[-1]["partition_responses"]
+            records = r["records"]
+            code = r["error_code"]
+            if version < 4 and records:
+                code, records = int(ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT), b""
+            parts.append({"partition": fp.partition, "error_code": code,
+                          "high_watermark": r["high_watermark"],
+                          "last_stable_offset": r["last_stable_offset"],
+                          "log_start_offset": r["log_start_offset"],
+                          "aborted_transactions": [] if read_committed else None,
+                          "preferred_read_replica": -1, "record_set": records})
+        return {"throttle_time_ms": 0, "error_code": 0, "session_id": INVALID_SESSION_ID,
+                "responses": responses}
+
+    result = sync_or_deferred(lambda respond: ctx.replica_manager.fetch_messages(params, respond))
+    if isinstance(result, defer.Deferred):
+        return result.addCallback(build)
+    return build(result)
+
+
+def _top_level_error(code: ErrorCode) -> dict:
+    return {"throttle_time_ms": 0, "error_code": int(code), "session_id": INVALID_SESSION_ID,
+            "responses": []}
+
+
+def error_response(req, version: int, code: ErrorCode) -> dict:
+    return {"throttle_time_ms": 0, "error_code": int(code) if version >= 7 else 0,
+            "session_id": INVALID_SESSION_ID,
+            "responses": [{"topic": t.topic, "partition_responses": [
+                {"partition": p.partition, "error_code": int(code), "high_watermark": -1,
+                 "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": None,
+                 "preferred_read_replica": -1, "record_set": b""} for p in t.partitions]}
+                for t in req.topics]}

@@ -1,0 +1,96 @@
+"""LeaderAndIsr (key 4, v0-5): the controller makes this broker leader or follower.
+
+Invariant: rejected whole for a stale broker epoch (STALE_BROKER_EPOCH) or a
+stale controller epoch (STALE_CONTROLLER_EPOCH, decided by the replica manager);
+otherwise each partition is applied only for a newer leader epoch. A topic's
+config overrides are read once from /config/topics/<t> (in a thread) and cached,
+so logs are created with the topic's LogConfig.
+"""
+from __future__ import annotations
+
+import logging
+
+from twisted.internet import defer
+
+from odradek.protocol.apis import leader_and_isr as API
+from odradek.protocol.errors import ErrorCode
+
+from ..config import ConfigError, LogConfig
+from ..metadata_cache import PartitionState
+from .context import BrokerContext, RequestContext
+
+log = logging.getLogger(__name__)
+
+MIN_VERSION = 0
+MAX_VERSION = 5
+
+
+def partition_states(req, version: int) -> list[tuple[PartitionState, object]]:
+    """(state, topic_id) for every partition in the request."""
+    out = []
+    if version <= 1:
+        groups = [(None, None, req.ungrouped_partition_states)]
+    else:
+        groups = [(t.topic_name, t.get("topic_id"), t.partition_states) for t in req.topic_states]
+    for topic, topic_id, states in groups:
+        for s in states:
+            out.append((PartitionState(topic if topic is not None else s.topic_name, s.partition_index,
+                                       s.controller_epoch, s.leader, s.leader_epoch, list(s.isr),
+                                       s.zk_version, list(s.replicas)), topic_id))
+    return out
+
+
+async def load_log_configs(ctx: BrokerContext, topics: set[str]) -> dict[str, LogConfig]:
+    """LogConfig per topic: broker defaults + the topic's ZooKeeper overrides (cached)."""
+    missing = [t for t in topics if t not in ctx.topic_configs]
+    if missing and ctx.zk is not None:
+        def read_all() -> dict[str, dict[str, str]]:
+            return {t: ctx.zk.get_entity_config("topics", t) for t in missing}
+        try:
+            ctx.topic_configs.update(await ctx.run_in_thread(read_all))
+        except Exception:
+            log.exception("reading topic configs from ZooKeeper failed; using broker defaults")
+    out = {}
+    for t in topics:
+        overrides = ctx.topic_configs.get(t, {})
+        try:
+            out[t] = LogConfig.from_broker(ctx.config, overrides)
+        except ConfigError as e:
+            log.error("topic %s has an invalid config (%s); using broker defaults", t, e)
+            out[t] = LogConfig.from_broker(ctx.config, {})
+    return out
+
+
+def handle(ctx: BrokerContext, rc: RequestContext, req):
+    return defer.Deferred.fromCoroutine(_handle(ctx, rc, req))
+
+
+async def _handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:
+    version = rc.api_version
+    states = partition_states(req, version)
+    if version >= 2 and 0 <= req.broker_epoch < ctx.broker_epoch:
+        log.info("ignoring LeaderAndIsr with stale broker epoch %d (ours %d)", req.broker_epoch, ctx.broker_epoch)
+        return _response(version, ErrorCode.STALE_BROKER_EPOCH, states, {})
+    configs = await load_log_configs(ctx, {s.topic for s, _ in states})
+    top, errors = ctx.replica_manager.become_leader_or_follower(req.controller_epoch, [s for s, _ in states],
+                                                                 configs)
+    return _response(version, top, states, errors)
+
+
+def _response(version: int, top: ErrorCode, states, errors: dict) -> dict:
+    def code(s: PartitionState) -> int:
+        return int(errors.get((s.topic, s.partition), top))
+
+    if version <= 4:
+        return {"error_code": int(top), "partition_errors": [
+            {"topic_name": s.topic, "partition_index": s.partition, "error_code": code(s)} for s, _ in states]}
+    topics: dict = {}
+    for s, topic_id in states:
+        topics.setdefault((s.topic, topic_id), []).append({"partition_index": s.partition,
+                                                           "error_code": code(s)})
+    return {"error_code": int(top), "topics": [{"topic_id": tid, "partition_errors": errs}
+                                               for (_, tid), errs in topics.items()]}
+
+
+def error_response(req, version: int, code: ErrorCode) -> dict:
+    return _response(version, code, partition_states(req, version), {})

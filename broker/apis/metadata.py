@@ -1,0 +1,116 @@
+"""Metadata (key 3, v0-8): brokers, controller and topic/partition leadership.
+
+Invariant: the answer comes only from the MetadataCache (filled by the controller's
+UpdateMetadata), using each broker's endpoint on the listener this connection
+arrived on. An unknown, valid topic may be auto-created (auto.create.topics.enable
+and, v4+, allow_auto_topic_creation): the znodes are written in a thread and the
+topic is answered LEADER_NOT_AVAILABLE meanwhile; INVALID_REPLICATION_FACTOR when
+default.replication.factor exceeds the live brokers, as Kafka 2.8 does.
+"""
+from __future__ import annotations
+
+import logging
+
+from odradek.protocol.apis import metadata as API
+from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.zk import topics as topic_rules
+
+from .context import BrokerContext, RequestContext
+
+log = logging.getLogger(__name__)
+
+MIN_VERSION = 0
+MAX_VERSION = 8
+
+
+def handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:
+    version = rc.api_version
+    cache = ctx.metadata_cache
+    listener = rc.listener
+    brokers = [{"node_id": b.id, "host": b.endpoints[listener][0], "port": b.endpoints[listener][1],
+                "rack": b.rack} for b in cache.alive_brokers() if listener in b.endpoints]
+    if req.topics is None or (version == 0 and not req.topics):
+        names = cache.topics()
+    else:
+        names = list(dict.fromkeys(t.name for t in req.topics))
+    allow_auto = bool(req.allow_auto_topic_creation) if version >= 4 else True
+    topics = []
+    for name in names:
+        if cache.contains_topic(name):
+            topics.append(topic_metadata(ctx, name, listener, version))
+        else:
+            topics.append(_missing_topic(ctx, name, allow_auto))
+    return {"throttle_time_ms": 0, "brokers": brokers, "cluster_id": cache.cluster_id,
+            "controller_id": cache.controller_id if cache.controller_id is not None else -1,
+            "topics": topics}
+
+
+def topic_metadata(ctx: BrokerContext, name: str, listener: str, version: int) -> dict:
+    cache = ctx.metadata_cache
+    alive = cache.alive_broker_ids()
+    partitions = []
+    for index, st in sorted(cache.partitions(name).items()):
+        replicas, isr = list(st.replicas), list(st.isr)
+        leader_ep = cache.endpoint(st.leader, listener) if st.leader >= 0 else None
+        if leader_ep is None:
+            code = ErrorCode.LEADER_NOT_AVAILABLE
+            if st.leader in alive and version >= 6:
+                code = ErrorCode.LISTENER_NOT_FOUND
+            leader = -1
+        else:
+            code, leader = ErrorCode.NONE, st.leader
+            if version == 0 and (set(replicas) - alive or set(isr) - alive):
+                code = ErrorCode.REPLICA_NOT_AVAILABLE
+                replicas = [r for r in replicas if r in alive]
+                isr = [r for r in isr if r in alive]
+        partitions.append({"error_code": int(code), "partition_index": index, "leader_id": leader,
+                           "leader_epoch": st.leader_epoch, "replica_nodes": replicas,
+                           "isr_nodes": isr, "offline_replicas": list(st.offline_replicas)})
+    return {"error_code": 0, "name": name, "is_internal": topic_rules.is_internal(name),
+            "partitions": partitions}
+
+
+def _missing_topic(ctx: BrokerContext, name: str, allow_auto: bool) -> dict:
+    def result(code: ErrorCode) -> dict:
+        return {"error_code": int(code), "name": name, "is_internal": topic_rules.is_internal(name),
+                "partitions": []}
+
+    try:
+        topic_rules.validate_topic_name(name)
+    except KafkaError:
+        return result(ErrorCode.INVALID_TOPIC_EXCEPTION)
+    if not (allow_auto and ctx.config["auto.create.topics.enable"]) or topic_rules.is_internal(name) \
+            or ctx.admin is None:
+        return result(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    partitions = int(ctx.config["num.partitions"])
+    rf = int(ctx.config["default.replication.factor"])
+    if len(ctx.metadata_cache.alive_broker_ids()) < rf:
+        return result(ErrorCode.INVALID_REPLICATION_FACTOR)
+    _auto_create(ctx, name, partitions, rf)
+    return result(ErrorCode.LEADER_NOT_AVAILABLE)
+
+
+def _auto_create(ctx: BrokerContext, name: str, partitions: int, rf: int) -> None:
+    if name in ctx.pending_auto_creates:
+        return
+    ctx.pending_auto_creates.add(name)
+
+    def done(result):
+        ctx.pending_auto_creates.discard(name)
+        if hasattr(result, "check"):  # a Failure
+            err = result.value
+            if isinstance(err, KafkaError) and err.code == ErrorCode.TOPIC_ALREADY_EXISTS:
+                return None
+            log.warning("auto-creating topic %s failed: %s", name, err)
+        else:
+            log.info("auto-created topic %s with %d partitions, replication factor %d", name, partitions, rf)
+        return None
+
+    d = ctx.run_in_thread(ctx.admin.create_topic, name, partitions, rf, {})
+    d.addBoth(done)
+
+
+def error_response(req, version: int, code: ErrorCode) -> dict:
+    topics = [] if req.topics is None else [
+        {"error_code": int(code), "name": t.name, "partitions": []} for t in req.topics]
+    return {"brokers": [], "controller_id": -1, "topics": topics}

@@ -1,0 +1,54 @@
+"""StopReplica (key 5, v0-3): stop hosting (and maybe delete) partitions.
+
+Invariant: stale broker epoch → STALE_BROKER_EPOCH; stale controller epoch →
+STALE_CONTROLLER_EPOCH (replica manager); v3 per-partition leader epochs fence
+older requests (FENCED_LEADER_EPOCH). Deleting a partition deletes its log and
+forgets the topic's cached config.
+"""
+from __future__ import annotations
+
+import logging
+
+from odradek.protocol.apis import stop_replica as API
+from odradek.protocol.errors import ErrorCode
+
+from .context import BrokerContext, RequestContext
+
+log = logging.getLogger(__name__)
+
+MIN_VERSION = 0
+MAX_VERSION = 3
+
+
+def partitions_of(req, version: int) -> list[tuple[tuple[str, int], bool, int]]:
+    """(tp, delete, leader_epoch) per partition in the request."""
+    if version == 0:
+        return [((p.topic_name, p.partition_index), bool(req.delete_partitions), -1)
+                for p in req.ungrouped_partitions]
+    if version <= 2:
+        return [((t.name, i), bool(req.delete_partitions), -1) for t in req.topics for i in t.partition_indexes]
+    return [((t.topic_name, p.partition_index), bool(p.delete_partition), p.leader_epoch)
+            for t in req.topic_states for p in t.partition_states]
+
+
+def handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:
+    version = rc.api_version
+    parts = partitions_of(req, version)
+    if version >= 1 and 0 <= req.broker_epoch < ctx.broker_epoch:
+        log.info("ignoring StopReplica with stale broker epoch %d (ours %d)", req.broker_epoch, ctx.broker_epoch)
+        return _response(ErrorCode.STALE_BROKER_EPOCH, parts, {})
+    top, errors = ctx.replica_manager.stop_replicas(req.controller_epoch, parts)
+    for (topic, _), delete, _ in parts:
+        if delete:
+            ctx.topic_configs.pop(topic, None)
+    return _response(top, parts, errors)
+
+
+def _response(top: ErrorCode, parts, errors: dict) -> dict:
+    return {"error_code": int(top), "partition_errors": [
+        {"topic_name": tp[0], "partition_index": tp[1], "error_code": int(errors.get(tp, top))}
+        for tp, _, _ in parts]}
+
+
+def error_response(req, version: int, code: ErrorCode) -> dict:
+    return _response(code, partitions_of(req, version), {})

@@ -1,0 +1,78 @@
+"""UpdateMetadata (key 6, v0-7): the controller's view of brokers and partitions.
+
+Invariant: the only writer of the MetadataCache. Stale broker epoch →
+STALE_BROKER_EPOCH; controller epoch older than the newest seen →
+STALE_CONTROLLER_EPOCH; otherwise the cache takes the live brokers (endpoints per
+listener), the controller id and the partition states (leader -2 = deleted), and
+parked fetches/produces of deleted partitions are woken.
+"""
+from __future__ import annotations
+
+import logging
+
+from odradek.protocol.apis import update_metadata as API
+from odradek.protocol.errors import ErrorCode
+
+from ..metadata_cache import BrokerMetadata, PartitionState
+from .context import BrokerContext, RequestContext
+
+log = logging.getLogger(__name__)
+
+MIN_VERSION = 0
+MAX_VERSION = 7
+
+# SecurityProtocol ids -> names (v1-2 endpoints carry no listener name)
+SECURITY_PROTOCOLS = {0: "PLAINTEXT", 1: "SSL", 2: "SASL_PLAINTEXT", 3: "SASL_SSL"}
+
+
+def brokers_of(req, version: int) -> list[BrokerMetadata]:
+    out = []
+    for b in req.live_brokers:
+        if version == 0:
+            endpoints = {"PLAINTEXT": (b.v0_host, b.v0_port)}
+        else:
+            endpoints = {}
+            for e in b.endpoints:
+                name = e.listener if version >= 3 else SECURITY_PROTOCOLS.get(e.security_protocol, "PLAINTEXT")
+                endpoints[name] = (e.host, e.port)
+        out.append(BrokerMetadata(b.id, endpoints, b.get("rack")))
+    return out
+
+
+def partition_states(req, version: int) -> list[PartitionState]:
+    if version <= 4:
+        groups = [(None, req.ungrouped_partition_states)]
+    else:
+        groups = [(t.topic_name, t.partition_states) for t in req.topic_states]
+    return [PartitionState(topic if topic is not None else s.topic_name, s.partition_index, s.controller_epoch,
+                           s.leader, s.leader_epoch, list(s.isr), s.zk_version, list(s.replicas),
+                           list(s.get("offline_replicas") or []))
+            for topic, states in groups for s in states]
+
+
+def handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:
+    version = rc.api_version
+    if version >= 5 and 0 <= req.broker_epoch < ctx.broker_epoch:
+        log.info("ignoring UpdateMetadata with stale broker epoch %d (ours %d)", req.broker_epoch, ctx.broker_epoch)
+        return {"error_code": int(ErrorCode.STALE_BROKER_EPOCH)}
+    cache = ctx.metadata_cache
+    rm = ctx.replica_manager
+    newest = max(cache.controller_epoch, rm.controller_epoch if rm is not None else -1)
+    if req.controller_epoch < newest:
+        log.info("ignoring UpdateMetadata from controller %d with stale epoch %d (newest %d)",
+                 req.controller_id, req.controller_epoch, newest)
+        return {"error_code": int(ErrorCode.STALE_CONTROLLER_EPOCH)}
+    if rm is not None:
+        rm.controller_epoch = req.controller_epoch
+    deleted = cache.update(req.controller_id, req.controller_epoch, brokers_of(req, version),
+                           partition_states(req, version))
+    for tp in deleted:
+        ctx.topic_configs.pop(tp[0], None)
+        if rm is not None:
+            rm.fetch_purgatory.check_and_complete(tp)
+            rm.produce_purgatory.check_and_complete(tp)
+    return {"error_code": 0}
+
+
+def error_response(req, version: int, code: ErrorCode) -> dict:
+    return {"error_code": int(code)}

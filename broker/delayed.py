@@ -1,0 +1,209 @@
+"""Purgatory: requests parked until a condition holds or their timeout passes.
+
+Invariant: an operation completes exactly once — when ``can_complete()`` first
+returns True (checked at watch time and on every ``check_and_complete(key)`` for
+one of its keys) or when its timer fires (``expired`` is then True) — and on
+completion it is removed from every key it watched and its timer is cancelled.
+Keys are topic-partitions; the replica manager calls ``check_and_complete`` after
+appends, high-watermark moves and leadership changes. Sans-IO: the scheduler is
+anything with ``callLater`` (the reactor, or ``task.Clock`` in tests).
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Callable, Hashable, Iterable
+
+from odradek.protocol.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+
+class DelayedOperation:
+    """Base class: subclasses implement ``can_complete`` and ``on_complete``."""
+
+    def __init__(self, timeout_ms: int):
+        self.timeout_ms = timeout_ms
+        self.completed = False
+        self.expired = False
+        self._timer: Any = None
+        self._keys: list[Hashable] = []
+
+    def can_complete(self) -> bool:
+        raise NotImplementedError
+
+    def on_complete(self) -> None:
+        raise NotImplementedError
+
+
+class Purgatory:
+    """Watchers per key plus one timer per parked operation."""
+
+    def __init__(self, name: str, scheduler: Any):
+        self.name = name
+        self.scheduler = scheduler
+        self._watchers: dict[Hashable, dict[DelayedOperation, None]] = {}
+
+    def try_complete_else_watch(self, op: DelayedOperation, keys: Iterable[Hashable]) -> bool:
+        """Complete ``op`` now if it can, else park it; True if it completed."""
+        if op.can_complete():
+            self._finish(op)
+            return True
+        op._keys = list(keys)
+        for key in op._keys:
+            self._watchers.setdefault(key, {})[op] = None
+        op._timer = self.scheduler.callLater(max(op.timeout_ms, 0) / 1000.0, self._expire, op)
+        return False
+
+    def check_and_complete(self, key: Hashable) -> int:
+        """Re-check the operations watching ``key``; returns how many completed."""
+        ops = self._watchers.get(key)
+        if not ops:
+            return 0
+        done = 0
+        for op in list(ops):
+            if op.completed:
+                continue
+            try:
+                ready = op.can_complete()
+            except Exception:
+                log.exception("%s: can_complete failed; completing the operation", self.name)
+                ready = True
+            if ready:
+                self._finish(op)
+                done += 1
+        return done
+
+    def watched(self) -> int:
+        return sum(len(w) for w in self._watchers.values())
+
+    def shutdown(self) -> None:
+        """Expire everything still parked (responses go out with their timeout errors)."""
+        ops = {op for w in self._watchers.values() for op in w}
+        for op in ops:
+            self._finish(op, expired=True)
+
+    def _expire(self, op: DelayedOperation) -> None:
+        op._timer = None
+        self._finish(op, expired=True)
+
+    def _finish(self, op: DelayedOperation, expired: bool = False) -> None:
+        if op.completed:
+            return
+        op.completed = True
+        op.expired = expired
+        timer, op._timer = op._timer, None
+        if timer is not None and timer.active():
+            timer.cancel()
+        for key in op._keys:
+            watchers = self._watchers.get(key)
+            if watchers is not None:
+                watchers.pop(op, None)
+                if not watchers:
+                    del self._watchers[key]
+        try:
+            op.on_complete()
+        except Exception:
+            log.exception("%s: completing a delayed operation failed", self.name)
+
+
+# --------------------------------------------------------------------- produce
+
+@dataclass
+class ProducePartitionStatus:
+    """One partition of an acks=all produce: the offset the HW must reach and the reply."""
+    required_offset: int
+    response: dict
+    pending: bool = True
+
+
+class DelayedProduce(DelayedOperation):
+    """acks=-1: done when every appended partition's HW ≥ last offset + 1."""
+
+    def __init__(self, timeout_ms: int, statuses: dict[tuple[str, int], ProducePartitionStatus],
+                 check: Callable[[tuple[str, int], int], tuple[bool, ErrorCode]],
+                 respond: Callable[[dict[tuple[str, int], dict]], None]):
+        super().__init__(timeout_ms)
+        self.statuses = statuses
+        self._check = check
+        self._respond = respond
+
+    def can_complete(self) -> bool:
+        for tp, st in self.statuses.items():
+            if st.pending:
+                done, code = self._check(tp, st.required_offset)
+                if done:
+                    st.pending = False
+                    st.response["error_code"] = int(code)
+        return not any(st.pending for st in self.statuses.values())
+
+    def on_complete(self) -> None:
+        for st in self.statuses.values():
+            if st.pending:
+                st.pending = False
+                st.response["error_code"] = int(ErrorCode.REQUEST_TIMED_OUT)
+        self._respond({tp: st.response for tp, st in self.statuses.items()})
+
+
+# ----------------------------------------------------------------------- fetch
+
+@dataclass
+class FetchPartition:
+    """One partition of a fetch request."""
+    topic: str
+    partition: int
+    fetch_offset: int
+    max_bytes: int
+    current_leader_epoch: int = -1
+    log_start_offset: int = -1
+
+    @property
+    def tp(self) -> tuple[str, int]:
+        return (self.topic, self.partition)
+
+
+@dataclass
+class FetchParams:
+    replica_id: int
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    isolation_level: int
+    partitions: list[FetchPartition] = field(default_factory=list)
+
+    @property
+    def is_from_follower(self) -> bool:
+        return self.replica_id >= 0
+
+
+class DelayedFetch(DelayedOperation):
+    """A long poll: done when min_bytes are readable, a partition changed state, or max_wait passed.
+
+    ``fetchable(params, partition, needed)`` returns the bytes now readable for a
+    partition (capped near ``needed``), or None when the fetch must answer at once
+    (leadership lost, offset no longer valid). ``read(params)`` builds the results.
+    """
+
+    def __init__(self, params: FetchParams,
+                 fetchable: Callable[[FetchParams, FetchPartition, int], int | None],
+                 read: Callable[[FetchParams], Any], respond: Callable[[Any], None]):
+        super().__init__(params.max_wait_ms)
+        self.params = params
+        self._fetchable = fetchable
+        self._read = read
+        self._respond = respond
+
+    def can_complete(self) -> bool:
+        need = self.params.min_bytes
+        got = 0
+        for fp in self.params.partitions:
+            n = self._fetchable(self.params, fp, need - got)
+            if n is None:
+                return True
+            got += n
+            if got >= need:
+                return True
+        return False
+
+    def on_complete(self) -> None:
+        self._respond(self._read(self.params))

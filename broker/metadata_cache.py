@@ -1,0 +1,124 @@
+"""The broker's view of the cluster, filled ONLY by the controller's UpdateMetadata.
+
+Invariant: every broker answers Metadata from this cache and nothing else (no
+ZooKeeper reads per request). An UpdateMetadata replaces the live-broker list and
+controller id wholesale and upserts the partition states it carries; a state whose
+leader is -2 (LeaderDuringDelete) removes that partition, and a topic with no
+partitions left is gone. Plain object: no I/O, no Twisted; listeners are told after
+every update so waiters (CreateTopics, DeleteTopics) can re-check their condition.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+LEADER_DURING_DELETE = -2
+NO_LEADER = -1
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass
+class BrokerMetadata:
+    """A live broker: its endpoints per listener name and rack."""
+    id: int
+    endpoints: dict[str, tuple[str, int]]  # listener name -> (host, port)
+    rack: str | None = None
+
+
+@dataclass
+class PartitionState:
+    """One partition as the controller last described it."""
+    topic: str
+    partition: int
+    controller_epoch: int
+    leader: int
+    leader_epoch: int
+    isr: list[int]
+    zk_version: int
+    replicas: list[int]
+    offline_replicas: list[int] = field(default_factory=list)
+
+
+class MetadataCache:
+    """Live brokers, partition states and the controller id, as last sent by the controller."""
+
+    def __init__(self, broker_id: int, cluster_id: str | None = None):
+        self.broker_id = broker_id
+        self.cluster_id = cluster_id
+        self.controller_id: int | None = None
+        self.controller_epoch = -1
+        self._brokers: dict[int, BrokerMetadata] = {}
+        self._topics: dict[str, dict[int, PartitionState]] = {}
+        self._listeners: list[Callable[[], None]] = []
+
+    # ----------------------------------------------------------------- updates
+
+    def update(self, controller_id: int, controller_epoch: int, brokers: Iterable[BrokerMetadata],
+               partition_states: Iterable[PartitionState]) -> list[TopicPartition]:
+        """Apply one UpdateMetadata; returns the partitions it deleted."""
+        self.controller_id = controller_id if controller_id >= 0 else None
+        self.controller_epoch = controller_epoch
+        self._brokers = {b.id: b for b in brokers}
+        deleted: list[TopicPartition] = []
+        for st in partition_states:
+            if st.leader == LEADER_DURING_DELETE:
+                parts = self._topics.get(st.topic)
+                if parts is not None and parts.pop(st.partition, None) is not None:
+                    deleted.append((st.topic, st.partition))
+                    if not parts:
+                        del self._topics[st.topic]
+            else:
+                self._topics.setdefault(st.topic, {})[st.partition] = st
+        self._notify()
+        return deleted
+
+    def add_listener(self, callback: Callable[[], None]) -> None:
+        self._listeners.append(callback)
+
+    def remove_listener(self, callback: Callable[[], None]) -> None:
+        try:
+            self._listeners.remove(callback)
+        except ValueError:
+            pass
+
+    def _notify(self) -> None:
+        for cb in list(self._listeners):
+            cb()
+
+    # ----------------------------------------------------------------- queries
+
+    def alive_brokers(self) -> list[BrokerMetadata]:
+        return [self._brokers[b] for b in sorted(self._brokers)]
+
+    def alive_broker_ids(self) -> set[int]:
+        return set(self._brokers)
+
+    def is_alive(self, broker_id: int) -> bool:
+        return broker_id in self._brokers
+
+    def endpoint(self, broker_id: int, listener: str) -> tuple[str, int] | None:
+        broker = self._brokers.get(broker_id)
+        return None if broker is None else broker.endpoints.get(listener)
+
+    def topics(self) -> list[str]:
+        return sorted(self._topics)
+
+    def contains_topic(self, topic: str) -> bool:
+        return topic in self._topics
+
+    def partitions(self, topic: str) -> dict[int, PartitionState] | None:
+        return self._topics.get(topic)
+
+    def partition_state(self, topic: str, partition: int) -> PartitionState | None:
+        parts = self._topics.get(topic)
+        return None if parts is None else parts.get(partition)
+
+    def topic_has_leaders(self, topic: str, num_partitions: int | None = None) -> bool:
+        """True once the topic is known and every partition has a leader."""
+        parts = self._topics.get(topic)
+        if not parts:
+            return False
+        if num_partitions is not None and len(parts) < num_partitions:
+            return False
+        return all(st.leader >= 0 for st in parts.values())

@@ -1,0 +1,97 @@
+"""Request dispatch: header → handler module → encoded response (or close).
+
+Invariant: every frame ends in exactly one of: an encoded response (header+body,
+no size prefix), None (no response: acks=0 produce), or CloseConnection — for a
+garbage header, an unknown API key, an unsupported version of any API but
+ApiVersions, or a body that does not decode (what Kafka does). ApiVersions at an
+unsupported version gets a v0-format UNSUPPORTED_VERSION reply listing our APIs.
+A handler's KafkaError or unexpected exception becomes that API's error response
+(unexpected ones as UNKNOWN_SERVER_ERROR, logged with a traceback): the broker
+never dies of a bad request.
+"""
+from __future__ import annotations
+
+import logging
+from types import ModuleType
+
+from twisted.internet import defer
+from twisted.python.failure import Failure
+
+from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.header import RequestHeader, decode_request_header, encode_response
+
+from . import apis
+from .apis import api_versions
+from .apis.context import BrokerContext, CloseConnection, RequestContext
+
+log = logging.getLogger(__name__)
+
+API_VERSIONS_KEY = 18
+
+
+class RequestHandler:
+    """Turns request frames into response frames for one broker."""
+
+    def __init__(self, ctx: BrokerContext, handlers: dict[int, ModuleType] | None = None):
+        self.ctx = ctx
+        self.handlers = apis.HANDLERS if handlers is None else handlers
+
+    def handle(self, frame: bytes, listener: str = "PLAINTEXT", peer: str = ""
+               ) -> bytes | None | defer.Deferred:
+        try:
+            header, offset = decode_request_header(frame)
+        except KafkaError as e:
+            raise CloseConnection(f"malformed request header ({e})") from None
+        module = self.handlers.get(header.api_key)
+        if module is None:
+            raise CloseConnection(f"unknown API key {header.api_key}")
+        api = module.API
+        version = header.api_version
+        lo, hi = apis.version_range(module)
+        if not lo <= version <= hi:
+            if header.api_key == API_VERSIONS_KEY:
+                return encode_response(api, 0, header.correlation_id,
+                                       api_versions.response(ErrorCode.UNSUPPORTED_VERSION))
+            raise CloseConnection(f"unsupported version {version} of {api.NAME} (supported {lo}-{hi})")
+        try:
+            req = api.Request.decode(memoryview(frame)[offset:], version)
+        except KafkaError as e:
+            raise CloseConnection(f"undecodable {api.NAME} v{version} request ({e.message or e})") from None
+        rc = RequestContext(header.api_key, version, header.correlation_id, header.client_id, listener, peer)
+        try:
+            result = module.handle(self.ctx, rc, req)
+        except CloseConnection:
+            raise
+        except Exception as e:
+            result = self._error_body(module, req, header, e)
+        if isinstance(result, defer.Deferred):
+            result.addErrback(self._deferred_error, module, req, header)
+            result.addCallback(self._encode, module, header)
+            return result
+        return self._encode(result, module, header)
+
+    def _deferred_error(self, failure: Failure, module: ModuleType, req, header: RequestHeader):
+        if failure.check(CloseConnection):
+            return failure
+        return self._error_body(module, req, header, failure.value, failure)
+
+    def _error_body(self, module: ModuleType, req, header: RequestHeader, exc: BaseException,
+                    failure: Failure | None = None) -> dict | None:
+        if isinstance(exc, KafkaError):
+            code = exc.code
+        else:
+            code = ErrorCode.UNKNOWN_SERVER_ERROR
+            log.error("error handling %s v%d (correlation id %d, client %s)", module.API.NAME, header.api_version,
+                      header.correlation_id, header.client_id,
+                      exc_info=(type(exc), exc, failure.getTracebackObject() if failure else exc.__traceback__))
+        return module.error_response(req, header.api_version, code)
+
+    @staticmethod
+    def _encode(body: dict | None, module: ModuleType, header: RequestHeader) -> bytes | None:
+        if body is None:
+            return None
+        try:
+            return encode_response(module.API, header.api_version, header.correlation_id, body)
+        except Exception:
+            log.exception("cannot encode the %s v%d response", module.API.NAME, header.api_version)
+            raise CloseConnection("response encoding failed") from None

@@ -1,0 +1,399 @@
+"""KafkaServer: one broker process, started and stopped in Kafka's order.
+
+Invariant: startup follows KafkaServer.startup (ZooKeeper session + persistent
+paths → cluster id → broker id → LogManager load/recovery → bind listeners →
+ReplicaManager → register the ephemeral /brokers/ids/<id> → controller election →
+periodic tasks), and shutdown reverses it (controlled shutdown, stop accepting,
+controller resignation, purgatories expired, HW checkpoint, LogManager.shutdown()
+writing the clean-shutdown marker, ZooKeeper session closed = unregistered).
+Every ZooKeeper call runs in a thread; the reactor only frames, dispatches and
+appends. ``main(argv)`` is ``odradek broker start server.properties [--override k=v]``.
+"""
+from __future__ import annotations
+
+import argparse
+import base64
+import logging
+import socket
+import sys
+import uuid
+from typing import Any
+
+from twisted.internet import defer, task, threads
+
+from odradek.zk.znodes import BrokerInfo, Endpoint
+
+from .apis.context import BrokerContext
+from .config import ConfigError, KafkaConfig, LogConfig
+from .metadata_cache import MetadataCache
+from .network import KafkaServerFactory
+from .producer_state import ProducerIdManager
+from .replica_manager import ReplicaManager
+from .request_handler import RequestHandler
+
+log = logging.getLogger("odradek.broker")
+
+
+class StartupError(Exception):
+    """A startup failure that is the user's to fix: logged as one line, exit code 1."""
+
+
+def new_cluster_id() -> str:
+    """22-character url-safe base64 of a random UUID (Kafka's Uuid.randomUuid().toString())."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+class KafkaServer:
+    def __init__(self, config: KafkaConfig, reactor: Any = None):
+        if reactor is None:
+            from twisted.internet import reactor as default_reactor
+            reactor = default_reactor
+        self.config = config
+        self.reactor = reactor
+        self.broker_id = config.broker_id
+        self.zk: Any = None
+        self.admin: Any = None
+        self.controller: Any = None
+        self.log_manager: Any = None
+        self.replica_manager: ReplicaManager | None = None
+        self.metadata_cache: MetadataCache | None = None
+        self.ctx: BrokerContext | None = None
+        self.cluster_id: str | None = None
+        self.broker_epoch = -1
+        self.ports: dict[str, Any] = {}        # listener name -> IListeningPort
+        self.factories: dict[str, KafkaServerFactory] = {}
+        self.bound: dict[str, tuple[str, int]] = {}
+        self._tasks: list[task.LoopingCall] = []
+        self._shutting_down = False
+        self._initial_topic_configs: dict[str, dict[str, str]] = {}
+        self.started = defer.Deferred()
+
+    def _in_thread(self, fn, *args, **kwargs) -> defer.Deferred:
+        return threads.deferToThreadPool(self.reactor, self.reactor.getThreadPool(), fn, *args, **kwargs)
+
+    # ------------------------------------------------------------------ startup
+
+    async def startup(self) -> None:
+        cfg = self.config
+        from kazoo.handlers.threading import KazooTimeoutError
+
+        from odradek.zk.admin import AdminZkClient
+        from odradek.zk.session import KafkaZkClient
+
+        log.info("starting broker (zookeeper.connect=%s)", cfg.zookeeper_connect)
+        self.zk = KafkaZkClient(cfg.zookeeper_connect, cfg["zookeeper.session.timeout.ms"],
+                                cfg.zookeeper_connection_timeout_ms)
+        try:
+            await self._in_thread(self.zk.start, cfg.zookeeper_connection_timeout_ms / 1000.0)
+        except KazooTimeoutError:
+            raise StartupError(f"Timed out connecting to ZooKeeper at {cfg.zookeeper_connect}") from None
+        await self._in_thread(self.zk.create_persistent_paths)
+        self.admin = AdminZkClient(self.zk.kazoo)
+        self.cluster_id = await self._in_thread(self.zk.get_or_create_cluster_id, new_cluster_id())
+        log.info("cluster id %s", self.cluster_id)
+        if self.broker_id < 0:
+            self.broker_id = await self._in_thread(self._generate_broker_id)
+        await self._load_logs()
+        self.metadata_cache = MetadataCache(self.broker_id, self.cluster_id)
+        self.replica_manager = ReplicaManager(self.broker_id, cfg, self.log_manager, self.metadata_cache,
+                                              self.reactor, self._log_config_for)
+        self.replica_manager.startup()
+        self.ctx = BrokerContext(
+            config=cfg, broker_id=self.broker_id, metadata_cache=self.metadata_cache,
+            replica_manager=self.replica_manager, log_manager=self.log_manager, scheduler=self.reactor,
+            run_in_thread=self._in_thread, zk=self.zk, admin=self.admin,
+            producer_ids=ProducerIdManager(lambda: self._in_thread(self.zk.allocate_producer_id_block,
+                                                                    self.broker_id)))
+        self.ctx.topic_configs.update(self._initial_topic_configs)
+        self._bind_listeners(RequestHandler(self.ctx))
+        await self._register()
+        self.zk.on_new_session(self._on_new_session)
+        from .controller import KafkaController
+        self.controller = KafkaController(cfg, self.zk, self.broker_id, self.reactor)
+        self.ctx.controller = self.controller
+        await defer.ensureDeferred(self.controller.startup(self.broker_epoch))
+        self._start_periodic_tasks()
+        log.info("broker %d started (listeners %s)", self.broker_id,
+                 ", ".join(f"{n}://{h}:{p}" for n, (h, p) in self.bound.items()))
+        self.started.callback(self)
+
+    def _generate_broker_id(self) -> int:
+        stored = self._stored_broker_id()
+        if stored is not None:
+            return stored
+        stat = self.zk.kazoo.set("/brokers/seqid", b"")
+        return stat.version + int(self.config["reserved.broker.max.id"])
+
+    def _stored_broker_id(self) -> int | None:
+        import os
+        for d in self.config.log_dirs:
+            try:
+                with open(os.path.join(d, "meta.properties"), encoding="latin-1") as f:
+                    for line in f:
+                        if line.startswith("broker.id="):
+                            return int(line.split("=", 1)[1])
+            except (OSError, ValueError):
+                continue
+        return None
+
+    def _log_config_for(self, topic: str) -> LogConfig:
+        overrides = self.ctx.topic_configs.get(topic, {}) if self.ctx is not None else {}
+        try:
+            return LogConfig.from_broker(self.config, overrides)
+        except ConfigError:
+            return LogConfig.from_broker(self.config, {})
+
+    async def _load_logs(self) -> None:
+        from .log.manager import LogDirError, LogManager
+
+        configs: dict[str, dict[str, str]] = {}
+
+        def topic_config(topic: str) -> LogConfig:  # runs in the loading thread: ZooKeeper is fine here
+            if topic not in configs:
+                try:
+                    configs[topic] = self.zk.get_entity_config("topics", topic)
+                except Exception:
+                    configs[topic] = {}
+            try:
+                return LogConfig.from_broker(self.config, configs[topic])
+            except ConfigError:
+                return LogConfig.from_broker(self.config, {})
+
+        def load() -> Any:
+            return LogManager(self.config.log_dirs, self.config, broker_id=self.broker_id,
+                              cluster_id=self.cluster_id, topic_config=topic_config)
+        try:
+            self.log_manager = await self._in_thread(load)
+        except LogDirError as e:
+            raise StartupError(str(e)) from None
+        self._initial_topic_configs = configs
+
+    def _bind_listeners(self, handler: RequestHandler) -> None:
+        from twisted.internet.error import CannotListenError
+
+        max_bytes = int(self.config["socket.request.max.bytes"])
+        for ep in self.config.listeners:
+            factory = KafkaServerFactory(handler, ep.listener_name, max_bytes)
+            factory.noisy = False
+            try:
+                port = self.reactor.listenTCP(ep.port, factory, interface=ep.host or "")
+            except CannotListenError as e:
+                raise StartupError(f"Cannot bind listener {ep.listener_name}://{ep.host}:{ep.port}: "
+                                   f"{e.socketError}") from None
+            self.ports[ep.listener_name] = port
+            self.factories[ep.listener_name] = factory
+            self.bound[ep.listener_name] = (ep.host, port.getHost().port)
+
+    def broker_info(self) -> BrokerInfo:
+        endpoints = []
+        for ep in self.config.advertised_listeners:
+            port = ep.port
+            if port == 0 and ep.listener_name in self.bound:
+                port = self.bound[ep.listener_name][1]
+            host = ep.host or socket.getfqdn()
+            proto = self.config.security_protocol_map.get(ep.listener_name, "PLAINTEXT")
+            endpoints.append(Endpoint(ep.listener_name, host, port, proto))
+        return BrokerInfo(self.broker_id, endpoints, rack=self.config["broker.rack"])
+
+    async def _register(self) -> None:
+        from odradek.zk.session import BrokerIdInUseError
+
+        try:
+            self.broker_epoch = await self._in_thread(self.zk.register_broker, self.broker_info())
+        except BrokerIdInUseError as e:
+            raise StartupError(str(e)) from None
+        self.ctx.broker_epoch = self.broker_epoch
+        log.info("registered /brokers/ids/%d (broker epoch %d)", self.broker_id, self.broker_epoch)
+
+    def _on_new_session(self) -> None:
+        """ZooKeeper session expired and was replaced (kazoo thread): register again."""
+        if self._shutting_down:
+            return
+        try:
+            epoch = self.zk.register_broker(self.broker_info())
+        except Exception:
+            log.exception("re-registering the broker after a new ZooKeeper session failed")
+            return
+
+        def apply() -> None:
+            self.broker_epoch = epoch
+            if self.ctx is not None:
+                self.ctx.broker_epoch = epoch
+            if self.controller is not None:
+                self.controller.broker_epoch = epoch
+            log.info("re-registered /brokers/ids/%d (broker epoch %d)", self.broker_id, epoch)
+        self.reactor.callFromThread(apply)
+
+    def _start_periodic_tasks(self) -> None:
+        cfg = self.config
+        lm = self.log_manager
+        rm = self.replica_manager
+        self._every(cfg["log.retention.check.interval.ms"], "retention", lm.cleanup_logs)
+        self._every(cfg["replica.high.watermark.checkpoint.interval.ms"], "HW checkpoint",
+                    rm.checkpoint_high_watermarks)
+        self._every(cfg["log.flush.offset.checkpoint.interval.ms"], "recovery point checkpoint",
+                    lm.checkpoint_recovery_points)
+        self._every(cfg["log.flush.start.offset.checkpoint.interval.ms"], "log start offset checkpoint",
+                    lm.checkpoint_log_start_offsets)
+
+    def _every(self, interval_ms: int, name: str, fn) -> None:
+        if not interval_ms or interval_ms <= 0 or interval_ms >= 2**62:
+            return
+
+        def run() -> None:
+            try:
+                fn()
+            except Exception:
+                log.exception("periodic task %s failed", name)
+        loop = task.LoopingCall(run)
+        loop.clock = self.reactor
+        loop.start(interval_ms / 1000.0, now=False)
+        self._tasks.append(loop)
+
+    # ----------------------------------------------------------------- shutdown
+
+    async def shutdown(self) -> None:
+        if self._shutting_down:
+            return
+        self._shutting_down = True
+        log.info("shutting down broker %d", self.broker_id)
+        if self.controller is not None and self.config["controlled.shutdown.enable"]:
+            try:
+                await self._controlled_shutdown()
+            except Exception:
+                log.exception("controlled shutdown failed; shutting down anyway")
+        for port in self.ports.values():
+            await defer.maybeDeferred(port.stopListening)
+        for factory in self.factories.values():
+            factory.close_all()
+        for loop in self._tasks:
+            if loop.running:
+                loop.stop()
+        if self.controller is not None:
+            try:
+                await defer.ensureDeferred(self.controller.shutdown())
+            except Exception:
+                log.exception("controller shutdown failed")
+        if self.replica_manager is not None:
+            self.replica_manager.shutdown()
+        if self.log_manager is not None:
+            try:
+                self.log_manager.shutdown()
+            except Exception:
+                log.exception("log manager shutdown failed")
+        if self.zk is not None:
+            try:
+                await self._in_thread(self.zk.close)
+            except Exception:
+                log.exception("closing the ZooKeeper session failed")
+        log.info("broker %d shut down", self.broker_id)
+
+    async def _controlled_shutdown(self) -> None:
+        """Ask the controller to move this broker's leaderships away (Kafka's controlledShutdown)."""
+        from odradek.protocol.apis import controlled_shutdown as cs
+
+        from .network_client import BrokerClient
+
+        retries = int(self.config["controlled.shutdown.max.retries"])
+        backoff = int(self.config["controlled.shutdown.retry.backoff.ms"]) / 1000.0
+        listener = self.config.inter_broker_listener_name
+        for attempt in range(retries):
+            cache = self.metadata_cache
+            controller_id = cache.controller_id if cache is not None else None
+            remaining: list | None = None
+            try:
+                if controller_id == self.broker_id and self.controller.is_active:
+                    remaining = await defer.ensureDeferred(
+                        self.controller.controlled_shutdown(self.broker_id, self.broker_epoch))
+                elif controller_id is not None and cache.endpoint(controller_id, listener) is not None:
+                    host, port = cache.endpoint(controller_id, listener)
+                    client = BrokerClient(self.reactor, host, port, f"broker-{self.broker_id}-shutdown",
+                                          request_timeout_ms=int(self.config["request.timeout.ms"])
+                                          if "request.timeout.ms" in self.config else 30000)
+                    try:
+                        resp = await client.send(cs, cs.MAX_VERSION, {"broker_id": self.broker_id,
+                                                                      "broker_epoch": self.broker_epoch})
+                    finally:
+                        client.close()
+                    if resp.error_code == 0:
+                        remaining = [(p.topic_name, p.partition_index) for p in resp.remaining_partitions]
+                    else:
+                        log.info("controlled shutdown: controller answered error %d", resp.error_code)
+            except Exception as e:
+                log.info("controlled shutdown attempt %d failed: %s", attempt + 1, e)
+            if remaining is not None and not remaining:
+                log.info("controlled shutdown succeeded")
+                return
+            if remaining:
+                log.info("controlled shutdown: %d partitions still led here", len(remaining))
+            if attempt + 1 < retries:
+                await task.deferLater(self.reactor, backoff, lambda: None)
+        log.warning("controlled shutdown did not complete; proceeding with an unclean handover")
+
+
+# ---------------------------------------------------------------------- main
+
+def setup_logging(level: str = "INFO") -> None:
+    from twisted.logger import STDLibLogObserver, globalLogBeginner
+
+    root = logging.getLogger()
+    if not any(getattr(h, "_odradek", False) for h in root.handlers):
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("[%(asctime)s] %(levelname)s %(name)s: %(message)s"))
+        handler._odradek = True  # type: ignore[attr-defined]
+        root.addHandler(handler)
+    root.setLevel(getattr(logging, level.upper(), logging.INFO))
+    logging.getLogger("kazoo").setLevel(logging.WARNING)
+    globalLogBeginner.beginLoggingTo([STDLibLogObserver(name="twisted")], redirectStandardIO=False)
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="odradek broker", description="Run one odradek (Kafka) broker.")
+    sub = p.add_subparsers(dest="action", required=True)
+    start = sub.add_parser("start", help="start a broker in the foreground")
+    start.add_argument("config", help="server.properties")
+    start.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                       help="override a property (repeatable)")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    overrides: dict[str, str] = {}
+    for item in args.override:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            print(f"Error: --override expects KEY=VALUE, got {item!r}", file=sys.stderr)
+            return 1
+        overrides[key.strip()] = value.strip()
+    try:
+        config = KafkaConfig.from_properties_file(args.config, overrides)
+    except ConfigError as e:
+        print(f"Error: {e}", file=sys.stderr)
+        return 1
+    setup_logging()
+    from twisted.internet import reactor
+
+    server = KafkaServer(config, reactor)
+    exit_code = [0]
+
+    def start() -> None:
+        d = defer.Deferred.fromCoroutine(server.startup())
+
+        def failed(f) -> None:
+            if f.check(StartupError):
+                log.error("startup failed: %s", f.value)
+            else:
+                log.error("startup failed: %s", f.getTraceback())
+            exit_code[0] = 1
+            reactor.stop()
+        d.addErrback(failed)
+
+    reactor.callWhenRunning(start)
+    reactor.addSystemEventTrigger("before", "shutdown", lambda: defer.Deferred.fromCoroutine(server.shutdown()))
+    reactor.run()
+    return exit_code[0]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

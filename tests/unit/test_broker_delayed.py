@@ -1,0 +1,138 @@
+"""Purgatory behaviour with task.Clock: long-poll fetches and acks=all produces."""
+from __future__ import annotations
+
+import pytest
+
+from odradek.broker.apis import fetch, produce
+from odradek.broker.delayed import DelayedOperation, Purgatory
+from odradek.protocol.errors import ErrorCode
+from odradek.protocol.records import iter_records
+
+from broker_fixtures import Broker, batch, call, call_deferred, fetch_body, produce_body
+
+
+@pytest.fixture
+def broker(tmp_path):
+    b = Broker(tmp_path)
+    yield b
+    b.close()
+
+
+def _fired(d):
+    box = []
+    d.addBoth(box.append)
+    return box
+
+
+class _Op(DelayedOperation):
+    def __init__(self, timeout_ms, ready):
+        super().__init__(timeout_ms)
+        self.ready = ready
+        self.completions = []
+
+    def can_complete(self):
+        return self.ready[0]
+
+    def on_complete(self):
+        self.completions.append(self.expired)
+
+
+def test_purgatory_completes_once_and_unwatches(broker):
+    p = Purgatory("x", broker.clock)
+    ready = [False]
+    op = _Op(1000, ready)
+    assert not p.try_complete_else_watch(op, ["a", "b"])
+    assert p.check_and_complete("a") == 0
+    ready[0] = True
+    assert p.check_and_complete("b") == 1
+    assert op.completions == [False] and p.watched() == 0
+    broker.clock.advance(2)
+    assert op.completions == [False]  # the timer was cancelled
+
+
+def test_purgatory_expires(broker):
+    p = Purgatory("x", broker.clock)
+    op = _Op(500, [False])
+    p.try_complete_else_watch(op, ["a"])
+    broker.clock.advance(0.499)
+    assert op.completions == []
+    broker.clock.advance(0.002)
+    assert op.completions == [True] and p.watched() == 0
+
+
+def test_long_poll_fetch_woken_by_append(broker):
+    broker.lead("t")
+    box = _fired(call_deferred(broker, fetch, 11, fetch_body("t", max_wait_ms=5000)))
+    assert box == [] and broker.rm.fetch_purgatory.watched() == 1
+    broker.clock.advance(1)
+    assert box == []
+    call(broker, produce, 8, produce_body("t", batch(2)))
+    assert len(box) == 1
+    p = box[0].responses[0].partition_responses[0]
+    assert [r.offset for r in iter_records(p.record_set)] == [0, 1]
+    assert broker.rm.fetch_purgatory.watched() == 0
+
+
+def test_long_poll_fetch_times_out_empty(broker):
+    broker.lead("t")
+    box = _fired(call_deferred(broker, fetch, 11, fetch_body("t", max_wait_ms=500)))
+    broker.clock.advance(0.4)
+    assert box == []
+    broker.clock.advance(0.2)
+    p = box[0].responses[0].partition_responses[0]
+    assert p.error_code == 0 and not p.record_set and p.high_watermark == 0
+
+
+def test_long_poll_min_bytes(broker):
+    broker.lead("t")
+    box = _fired(call_deferred(broker, fetch, 11, fetch_body("t", max_wait_ms=5000, min_bytes=1000)))
+    call(broker, produce, 8, produce_body("t", batch(1)))
+    assert box == []  # ~80 bytes are not enough
+    call(broker, produce, 8, produce_body("t", batch(5, value=b"y" * 300)))
+    assert len(box) == 1
+    assert len(list(iter_records(box[0].responses[0].partition_responses[0].record_set))) == 6
+
+
+def test_long_poll_answers_when_leadership_moves(broker):
+    broker.lead("t")
+    box = _fired(call_deferred(broker, fetch, 11, fetch_body("t", max_wait_ms=5000)))
+    from odradek.broker.metadata_cache import PartitionState
+    broker.rm.become_leader_or_follower(2, [PartitionState("t", 0, 2, 2, 1, [2, 1], 1, [2, 1])])
+    assert box and box[0].responses[0].partition_responses[0].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+def test_acks_all_waits_for_follower(broker):
+    broker.lead("t", replicas=[1, 2], isr=[1, 2])
+    box = _fired(call_deferred(broker, produce, 8, produce_body("t", batch(3), acks=-1, timeout_ms=3000)))
+    assert box == [] and broker.rm.produce_purgatory.watched() == 1
+    # the follower fetches at 0 (nothing replicated yet), then at 3 (caught up)
+    call(broker, fetch, 11, fetch_body("t", offset=0, replica_id=2))
+    assert box == []
+    p = call(broker, fetch, 11, fetch_body("t", offset=3, replica_id=2)).responses[0].partition_responses[0]
+    assert p.high_watermark == 3
+    r = box[0].responses[0].partition_responses[0]
+    assert (r.error_code, r.base_offset) == (0, 0)
+
+
+def test_acks_all_times_out(broker):
+    broker.lead("t", replicas=[1, 2], isr=[1, 2])
+    box = _fired(call_deferred(broker, produce, 8, produce_body("t", batch(3), acks=-1, timeout_ms=1500)))
+    broker.clock.advance(1.6)
+    r = box[0].responses[0].partition_responses[0]
+    assert r.error_code == ErrorCode.REQUEST_TIMED_OUT
+    # a consumer does not see the unreplicated records
+    p = call(broker, fetch, 11, fetch_body("t")).responses[0].partition_responses[0]
+    assert p.high_watermark == 0 and not p.record_set
+    # but a follower does
+    p = call(broker, fetch, 11, fetch_body("t", replica_id=2)).responses[0].partition_responses[0]
+    assert len(list(iter_records(p.record_set))) == 3
+
+
+def test_consumer_long_poll_woken_by_hw_advance(broker):
+    broker.lead("t", replicas=[1, 2], isr=[1, 2])
+    call(broker, produce, 8, produce_body("t", batch(2), acks=1))
+    box = _fired(call_deferred(broker, fetch, 11, fetch_body("t", max_wait_ms=5000)))
+    assert box == []
+    call(broker, fetch, 11, fetch_body("t", offset=2, replica_id=2))
+    assert len(box) == 1
+    assert len(list(iter_records(box[0].responses[0].partition_responses[0].record_set))) == 2

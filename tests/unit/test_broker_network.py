@@ -1,0 +1,167 @@
+"""The socket layer with StringTransport: framing, ordering, closes, ApiVersions fallback."""
+from __future__ import annotations
+
+import struct
+
+import pytest
+from twisted.internet import defer
+from twisted.internet.testing import StringTransport
+
+from odradek.broker.network import KafkaServerFactory
+from odradek.broker.request_handler import RequestHandler
+from odradek.protocol.apis import api_versions, fetch, metadata, produce
+from odradek.protocol.header import decode_response, encode_request
+
+from broker_fixtures import Broker, batch, fetch_body, produce_body
+
+
+@pytest.fixture
+def broker(tmp_path):
+    b = Broker(tmp_path)
+    b.lead("t")
+    yield b
+    b.close()
+
+
+def connect(broker, max_bytes=1 << 20):
+    factory = KafkaServerFactory(RequestHandler(broker.ctx), "PLAINTEXT", max_bytes)
+    conn = factory.buildProtocol(None)
+    tr = StringTransport()
+    conn.makeConnection(tr)
+    return conn, tr
+
+
+def frame(api, version, cid, body, client_id="t"):
+    data = encode_request(api, version, cid, client_id, body)
+    return struct.pack(">i", len(data)) + data
+
+
+def responses(tr):
+    data = tr.value()
+    out = []
+    while data:
+        (n,) = struct.unpack(">i", data[:4])
+        out.append(data[4:4 + n])
+        data = data[4 + n:]
+    tr.clear()
+    return out
+
+
+def test_api_versions_and_byte_by_byte_framing(broker):
+    conn, tr = connect(broker)
+    data = frame(api_versions, 3, 11, {"client_software_name": "librdkafka", "client_software_version": "2.16.1"})
+    for i in range(len(data)):
+        conn.dataReceived(data[i:i + 1])
+    [resp] = responses(tr)
+    cid, body = decode_response(api_versions, 3, resp)
+    assert cid == 11 and body.error_code == 0
+    keys = {k.api_key: (k.min_version, k.max_version) for k in body.api_keys}
+    assert keys[0] == (0, 8) and keys[1] == (0, 11) and keys[18] == (0, 3) and keys[3] == (0, 8)
+    assert 11 not in keys  # group APIs are not advertised yet
+
+
+def test_api_versions_unsupported_version_answers_v0_error_35(broker):
+    conn, tr = connect(broker)
+    data = struct.pack(">hhih", 18, 99, 5, -1)  # header only: the body is never parsed
+    conn.dataReceived(struct.pack(">i", len(data)) + data)
+    [resp] = responses(tr)
+    cid, body = decode_response(api_versions, 0, resp)
+    assert cid == 5 and body.error_code == 35
+    assert any(k.api_key == 18 and k.max_version == 3 for k in body.api_keys)
+    assert not tr.disconnecting
+
+
+def test_api_versions_v3_invalid_software_name(broker):
+    conn, tr = connect(broker)
+    conn.dataReceived(frame(api_versions, 3, 1, {"client_software_name": "bad name!",
+                                                 "client_software_version": "1"}))
+    [resp] = responses(tr)
+    assert decode_response(api_versions, 3, resp)[1].error_code == 42
+
+
+def test_pipelined_requests_answer_in_order(broker):
+    conn, tr = connect(broker)
+    data = b"".join([
+        frame(metadata, 8, 1, {"topics": None}),
+        frame(produce, 8, 2, produce_body("t", batch(2))),
+        frame(fetch, 11, 3, fetch_body("t")),
+        frame(api_versions, 0, 4, {}),
+    ])
+    conn.dataReceived(data)
+    out = responses(tr)
+    assert [struct.unpack(">i", r[:4])[0] for r in out] == [1, 2, 3, 4]
+    _, f = decode_response(fetch, 11, out[2])
+    assert f.responses[0].partition_responses[0].high_watermark == 2
+
+
+def test_long_poll_holds_the_connection_queue(broker):
+    conn, tr = connect(broker)
+    conn.dataReceived(frame(fetch, 11, 1, fetch_body("t", max_wait_ms=1000)) + frame(api_versions, 0, 2, {}))
+    assert tr.value() == b""  # the fetch is parked and the ApiVersions waits behind it
+    broker.clock.advance(1.1)
+    out = responses(tr)
+    assert [struct.unpack(">i", r[:4])[0] for r in out] == [1, 2]
+
+
+def test_acks_zero_sends_nothing(broker):
+    conn, tr = connect(broker)
+    conn.dataReceived(frame(produce, 8, 1, produce_body("t", batch(1), acks=0)) + frame(api_versions, 0, 2, {}))
+    out = responses(tr)
+    assert [struct.unpack(">i", r[:4])[0] for r in out] == [2]
+    assert broker.log_manager.get_log(("t", 0)).log_end_offset == 1
+
+
+def test_acks_zero_error_closes(broker):
+    conn, tr = connect(broker)
+    conn.dataReceived(frame(produce, 8, 1, produce_body("nope", batch(1), acks=0)))
+    assert tr.value() == b"" and tr.disconnecting
+
+
+def test_oversized_frame_closes(broker):
+    conn, tr = connect(broker, max_bytes=1000)
+    conn.dataReceived(struct.pack(">i", 1001) + b"x" * 10)
+    assert tr.disconnecting and tr.value() == b""
+
+
+def test_negative_size_closes(broker):
+    conn, tr = connect(broker)
+    conn.dataReceived(struct.pack(">i", -5) + b"x" * 10)
+    assert tr.disconnecting
+
+
+@pytest.mark.parametrize("payload", [
+    b"\x00\x01",                                   # too short for a header
+    struct.pack(">hhih", 77, 0, 1, -1),            # unknown API key
+    struct.pack(">hhih", 3, 42, 1, -1),            # unsupported Metadata version
+    struct.pack(">hhih", 3, 1, 1, -1) + b"\xff",   # Metadata body that does not decode
+    struct.pack(">hhih", 3, 1, 1, 50) + b"abc",    # client id longer than the frame
+])
+def test_garbage_closes_only_that_connection(broker, payload):
+    conn, tr = connect(broker)
+    conn.dataReceived(struct.pack(">i", len(payload)) + payload + frame(api_versions, 0, 9, {}))
+    assert tr.disconnecting and tr.value() == b""
+    other, tr2 = connect(broker)
+    other.dataReceived(frame(api_versions, 0, 10, {}))
+    assert len(responses(tr2)) == 1
+
+
+def test_handler_exception_becomes_unknown_server_error(broker, monkeypatch):
+    conn, tr = connect(broker)
+
+    def boom(*a, **k):
+        raise RuntimeError("boom")
+    monkeypatch.setattr(broker.rm, "fetch_messages", boom)
+    conn.dataReceived(frame(fetch, 11, 1, fetch_body("t")))
+    [resp] = responses(tr)
+    _, body = decode_response(fetch, 11, resp)
+    assert body.error_code == -1 and body.responses[0].partition_responses[0].error_code == -1
+    assert not tr.disconnecting
+
+
+def test_deferred_failure_becomes_error_response(broker, monkeypatch):
+    from odradek.broker.apis import api_versions as h
+    conn, tr = connect(broker)
+    monkeypatch.setattr(h, "handle", lambda ctx, rc, req: defer.fail(RuntimeError("later boom")))
+    conn.dataReceived(frame(api_versions, 0, 1, {}))
+    [resp] = responses(tr)
+    assert decode_response(api_versions, 0, resp)[1].error_code == -1
