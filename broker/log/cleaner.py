@@ -23,7 +23,7 @@ import logging
 import os
 import time as _time
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 from odradek.protocol import record_batch as rb
 from odradek.protocol.compression import NONE, compress
@@ -48,6 +48,10 @@ def records_have_null_keys(records: bytes | bytearray | memoryview) -> bool:
     compacted topics with INVALID_RECORD). Decodes records: call it for compacted topics only.
     Raises KafkaError(CORRUPT_MESSAGE) on malformed batches."""
     return any(not h.is_control and any(r.key is None for r in recs) for h, recs in iter_batches(records))
+
+
+class CleaningAborted(Exception):
+    """The log changed under a pass (retention, truncation): nothing was swapped; retry later."""
 
 
 class OffsetMap:
@@ -230,12 +234,20 @@ class _CleanedSegmentWriter:
 # ---------------------------------------------------------------- the cleaner
 
 class LogCleaner:
-    """Cleans the compacted logs of a LogManager; ``clean_once()`` is one bounded pass."""
+    """Cleans the compacted logs of a LogManager; ``clean_once()`` is one bounded pass.
+
+    Reading and rewriting only touch inactive segments; each swap goes through
+    ``swap_runner`` (default: called directly). To run passes off the reactor thread, pass
+    ``swap_runner=lambda f: threads.blockingCallFromThread(reactor, f)`` so that the segment
+    list only changes on the reactor thread.
+    """
 
     def __init__(self, log_manager, time: Callable[[], float] = _time.time, *,
-                 max_map_entries: int | None = None, max_logs_per_pass: int = 1) -> None:
+                 max_map_entries: int | None = None, max_logs_per_pass: int = 1,
+                 swap_runner: Callable[[Callable[[], Any]], Any] | None = None) -> None:
         self.log_manager = log_manager
         self._time = time
+        self._swap_runner = swap_runner or (lambda f: f())
         if max_map_entries is None:
             try:
                 buffer = int(log_manager.config["log.cleaner.dedupe.buffer.size"])
@@ -341,6 +353,9 @@ class LogCleaner:
         for _, log in candidates[:self.max_logs_per_pass]:
             try:
                 stats = self.clean_log(log)
+            except CleaningAborted as e:
+                logger.info("%s: cleaning aborted (%s); will retry", log.dir, e)
+                continue
             except Exception:  # one broken log must not stop the cleaner
                 logger.exception("%s: cleaning failed; marking the partition uncleanable", log.dir)
                 self.uncleanable[log.topic_partition] = log
@@ -429,10 +444,17 @@ class LogCleaner:
                 for buf, pos, h in iter_segment_batches(seg):
                     self._clean_batch(buf, pos, h, offset_map, retain_deletes, writer, stats)
             writer.finish(mtime)
+        except FileNotFoundError as e:  # a segment was deleted meanwhile
+            writer.abort()
+            raise CleaningAborted(str(e)) from None
         except BaseException:
             writer.abort()
             raise
-        log.replace_segments(base, group)
+        try:
+            self._swap_runner(lambda: log.replace_segments(base, group))
+        except ValueError as e:  # the segments changed meanwhile: nothing was renamed
+            writer.abort()
+            raise CleaningAborted(str(e)) from None
         stats.segments_written += 1
         stats.bytes_written += writer.size
 
@@ -467,5 +489,5 @@ class LogCleaner:
             writer.append(new, h.last_offset, rb.parse_header(new).max_timestamp)
 
 
-__all__ = ["CLEANER_OFFSET_CHECKPOINT", "CleanerStats", "LogCleaner", "OffsetMap", "rebuild_batch",
+__all__ = ["CLEANER_OFFSET_CHECKPOINT", "CleanerStats", "CleaningAborted", "LogCleaner", "OffsetMap", "rebuild_batch",
            "records_have_null_keys", "iter_segment_batches"]
