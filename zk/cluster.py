@@ -5,8 +5,9 @@ Invariant: every process is started by this module, recorded by PID in
 appear in ``/proc/<pid>/cmdline`` before we signal it, and stopped by PID
 (SIGTERM, then SIGKILL after a timeout). ``start()`` returns only when every
 broker is registered under /brokers/ids by its NEW session, accepts TCP
-connections, and a controller from a live broker session holds /controller.
-Everything listens on 127.0.0.1.
+connections, a controller from a live broker session holds /controller, and
+each broker's Metadata (from the controller's UpdateMetadata) lists every live
+broker, so a topic can be created at once. Everything listens on 127.0.0.1.
 """
 from __future__ import annotations
 
@@ -51,6 +52,33 @@ class BrokerProcess:
     @property
     def pid(self) -> int | None:
         return self.proc.pid if self.proc is not None and self.proc.poll() is None else None
+
+
+def metadata_broker_ids(port: int, host: str = HOST) -> set[int] | None:
+    """The broker ids a broker's Metadata response lists, or None if it can't answer yet."""
+    from odradek.protocol.apis import metadata
+    from odradek.protocol.header import decode_response, encode_request
+    version = 1
+    try:
+        with socket.create_connection((host, port), timeout=2.0) as sock:
+            frame = encode_request(metadata, version, 1, "odradek-cluster", {"topics": []})
+            sock.sendall(len(frame).to_bytes(4, "big") + frame)
+            size = int.from_bytes(_recv_exactly(sock, 4), "big")
+            _, body = decode_response(metadata, version, _recv_exactly(sock, size))
+    except (OSError, ValueError):
+        return None
+    return {b.node_id for b in body.brokers}
+
+
+def _recv_exactly(sock: socket.socket, n: int) -> bytes:
+    chunks, got = [], 0
+    while got < n:
+        chunk = sock.recv(n - got)
+        if not chunk:
+            raise OSError("connection closed")
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
 
 
 def _port_open(port: int, host: str = HOST) -> bool:
@@ -262,6 +290,12 @@ class LocalCluster:
                 if stat is None or (stat.czxid <= start_zxid
                                     and stat.ephemeralOwner not in self._live_broker_sessions()):
                     waiting.append("no controller elected (/controller)")
+            if not waiting:
+                live = {b.id for b in self.brokers.values() if b.pid is not None}
+                for i in ids:
+                    known = metadata_broker_ids(self.brokers[i].port)
+                    if known is None or not live <= known:
+                        waiting.append(f"broker {i} has no metadata for every live broker yet")
             if not waiting:
                 return
             if time.monotonic() > deadline:
