@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from .clients import CONSUMERS, PARTITIONS, PRODUCERS, Rec, expected_partition, make_records
+from compat_clients import CONSUMERS, PARTITIONS, PRODUCERS, Rec, expected_partition, make_records
 
 pytestmark = pytest.mark.compat
 
