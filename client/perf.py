@@ -1,0 +1,463 @@
+"""``odradek perf producer|consumer|e2e``: Kafka's perf tools, with their exact output lines.
+
+Invariant: the printed lines match kafka-producer-perf-test (ProducerPerformance),
+kafka-consumer-perf-test (ConsumerPerformance) and kafka.tools.EndToEndLatency
+of Kafka 2.8 format for format, so numbers can be compared side by side. The
+odradek producer is measured with per-batch completion callbacks (latency of a
+record = its batch's completion time minus its own send time), never with a
+callback per record.
+"""
+from __future__ import annotations
+
+import collections
+import os
+import random
+import sys
+import time
+from datetime import datetime
+from typing import Any, Callable
+
+from .structs import TopicPartition
+from .tools import ArgParser, ToolError, kv_pairs, properties_file, resolve_bootstrap, run_tool
+
+
+class Stats:
+    """ProducerPerformance.Stats: windowed reports every 5 s, sampled latencies for percentiles."""
+
+    def __init__(self, num_records: int, interval_s: float = 5.0, out=None) -> None:
+        self.start = time.monotonic()
+        self.window_start = self.start
+        self.sampling = max(1, num_records // min(max(num_records, 1), 500000))
+        self.latencies: list[int] = []
+        self.count = self.bytes = 0
+        self.max_latency = 0
+        self.total_latency = 0
+        self.w_count = self.w_bytes = self.w_max = self.w_total = 0
+        self.interval = interval_s
+        self.index = 0
+        self.out = out or sys.stdout
+
+    def record(self, latency_ms: int, nbytes: int, now: float) -> None:
+        self.count += 1
+        self.bytes += nbytes
+        self.total_latency += latency_ms
+        if latency_ms > self.max_latency:
+            self.max_latency = latency_ms
+        self.w_count += 1
+        self.w_bytes += nbytes
+        self.w_total += latency_ms
+        if latency_ms > self.w_max:
+            self.w_max = latency_ms
+        if self.index % self.sampling == 0:
+            self.latencies.append(latency_ms)
+        self.index += 1
+        if now - self.window_start >= self.interval:
+            self.print_window(now)
+            self.window_start, self.w_count, self.w_bytes, self.w_max, self.w_total = now, 0, 0, 0, 0
+
+    def print_window(self, now: float) -> None:
+        elapsed = max(now - self.window_start, 1e-9)
+        rate = self.w_count / elapsed
+        mb = self.w_bytes / elapsed / (1024.0 * 1024.0)
+        avg = self.w_total / max(self.w_count, 1)
+        print(f"{self.w_count} records sent, {rate:.1f} records/sec ({mb:.2f} MB/sec), "
+              f"{avg:.1f} ms avg latency, {float(self.w_max):.1f} ms max latency.", file=self.out, flush=True)
+
+    def print_total(self) -> None:
+        elapsed = max(time.monotonic() - self.start, 1e-9)
+        rate = self.count / elapsed
+        mb = self.bytes / elapsed / (1024.0 * 1024.0)
+        p = percentiles(self.latencies, (0.5, 0.95, 0.99, 0.999))
+        print(f"{self.count} records sent, {rate:f} records/sec ({mb:.2f} MB/sec), "
+              f"{self.total_latency / max(self.count, 1):.2f} ms avg latency, {float(self.max_latency):.2f} ms max latency, "
+              f"{p[0]} ms 50th, {p[1]} ms 95th, {p[2]} ms 99th, {p[3]} ms 99.9th.", file=self.out, flush=True)
+
+
+def percentiles(values: list[int], ps: tuple[float, ...]) -> list[int]:
+    s = sorted(values)
+    if not s:
+        return [0 for _ in ps]
+    return [s[min(int(p * len(s)), len(s) - 1)] for p in ps]
+
+
+class Throttler:
+    """ThroughputThrottler: sleep whenever we are ahead of ``target`` records/s (-1 = unthrottled)."""
+
+    def __init__(self, target: float, start: float) -> None:
+        self.target = target
+        self.start = start
+        self.sleep_ns = 1e9 / target if target > 0 else 0
+
+    def throttle(self, sent: int, now: float) -> None:
+        if self.target <= 0:
+            return
+        elapsed = now - self.start
+        if elapsed <= 0 or sent / elapsed <= self.target:
+            return
+        ahead = sent / self.target - elapsed
+        if ahead > 0:
+            time.sleep(ahead)
+
+
+def _payload_generator(size: int) -> Callable[[], bytes]:
+    # ProducerPerformance fills the payload with random uppercase letters (one payload reused)
+    rnd = random.Random()
+    payload = bytes(rnd.randrange(26) + 65 for _ in range(size))
+    return lambda: payload
+
+
+# -- producer -----------------------------------------------------------------------------
+
+def _producer_parser() -> ArgParser:
+    ap = ArgParser(prog="odradek perf producer")
+    ap.add_argument("--topic", required=True)
+    ap.add_argument("--num-records", type=int, required=True)
+    ap.add_argument("--record-size", type=int)
+    ap.add_argument("--payload-file")
+    ap.add_argument("--payload-delimiter", default="\\n")
+    ap.add_argument("--throughput", type=float, required=True)
+    ap.add_argument("--producer-props", nargs="+", default=[])
+    ap.add_argument("--producer.config", dest="producer_config")
+    ap.add_argument("--bootstrap-server", dest="bootstrap_server")
+    ap.add_argument("--client", choices=["odradek", "confluent-kafka"], default="odradek")
+    ap.add_argument("--print-metrics", action="store_true")
+    return ap
+
+
+def producer_perf(argv: list[str], out=None) -> int:
+    args = _producer_parser().parse_args(argv)
+    out = out or sys.stdout
+    if args.record_size is None and not args.payload_file:
+        raise ToolError("either --record-size or --payload-file must be specified")
+    props: dict[str, Any] = properties_file(args.producer_config)
+    props.update(kv_pairs(args.producer_props, "--producer-props"))
+    props["bootstrap.servers"] = resolve_bootstrap(args.bootstrap_server or props.get("bootstrap.servers"))
+    if args.payload_file:
+        delim = args.payload_delimiter.encode().decode("unicode_escape")
+        with open(args.payload_file, "rb") as fh:
+            payloads = [p for p in fh.read().split(delim.encode()) if p]
+        if not payloads:
+            raise ToolError(f"no payloads in {args.payload_file}")
+        next_payload = lambda: payloads[random.randrange(len(payloads))]  # noqa: E731
+    else:
+        next_payload = _payload_generator(args.record_size)
+    stats = Stats(args.num_records, out=out)
+    if args.client == "confluent-kafka":
+        _produce_confluent(args, props, stats, next_payload)
+    else:
+        _produce_odradek(args, props, stats, next_payload)
+    stats.print_total()
+    return 0
+
+
+def _produce_odradek(args: Any, props: dict[str, Any], stats: Stats, next_payload: Callable[[], bytes]) -> None:
+    from .producer import Producer
+
+    producer = Producer(props)
+    topic = args.topic
+    pending: dict[int, tuple[list[float], int]] = {}  # touched by this thread only
+    completions: collections.deque = collections.deque()  # (result, time) appended by the sender thread
+
+    def on_batch(result: Any) -> None:
+        completions.append((result, time.monotonic()))
+
+    def drain_completions() -> None:
+        while completions:
+            result, now = completions.popleft()
+            send_times, nbytes = pending.pop(id(result))
+            if result.error is not None:
+                print(f"Error when sending message to topic {topic} with key: null, value: {nbytes} bytes "
+                      f"with error: {result.error}", file=sys.stderr)
+                continue
+            for t in send_times:
+                stats.record(int((now - t) * 1000), nbytes, now)
+
+    try:
+        start = time.monotonic()
+        throttler = Throttler(args.throughput, start)
+        send = producer.send
+        last_result = None
+        last_list: list[float] = []
+        for i in range(args.num_records):
+            payload = next_payload()
+            t = time.monotonic()
+            res = send(topic, payload).batch
+            if res is not last_result:
+                entry = pending.get(id(res))
+                if entry is None:
+                    entry = pending[id(res)] = ([], len(payload))
+                    last_list = entry[0]
+                    last_list.append(t)
+                    res.add_done_callback(on_batch)
+                else:
+                    last_list = entry[0]
+                    last_list.append(t)
+                last_result = res
+            else:
+                last_list.append(t)
+            if completions:
+                drain_completions()
+            if args.throughput > 0:
+                throttler.throttle(i + 1, t)
+        producer.flush()
+        drain_completions()
+    finally:
+        producer.close()
+    drain_completions()
+
+
+def _produce_confluent(args: Any, props: dict[str, Any], stats: Stats, next_payload: Callable[[], bytes]) -> None:
+    try:
+        import confluent_kafka
+    except ImportError:
+        raise ToolError("confluent-kafka is not installed") from None
+    conf = {k: v for k, v in props.items()}
+    producer = confluent_kafka.Producer(conf)
+    topic = args.topic
+
+    start = time.monotonic()
+    throttler = Throttler(args.throughput, start)
+    for i in range(args.num_records):
+        payload = next_payload()
+        t = time.monotonic()
+        n = len(payload)
+
+        def cb(err: Any, msg: Any, t: float = t, n: int = n) -> None:
+            now = time.monotonic()
+            if err is not None:
+                print(f"Error when sending message to topic {topic}: {err}", file=sys.stderr)
+            else:
+                stats.record(int((now - t) * 1000), n, now)
+        while True:
+            try:
+                producer.produce(topic, payload, on_delivery=cb)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        producer.poll(0)
+        if args.throughput > 0:
+            throttler.throttle(i + 1, t)
+    producer.flush()
+
+
+# -- consumer -----------------------------------------------------------------------------
+
+HEADER = ("start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, "
+          "rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec")
+
+
+def _fmt_time(ts: float, fmt: str | None = None) -> str:
+    d = datetime.fromtimestamp(ts)
+    if fmt:
+        return d.strftime(fmt)
+    return d.strftime("%Y-%m-%d %H:%M:%S:") + f"{d.microsecond // 1000:03d}"
+
+
+def _consumer_parser() -> ArgParser:
+    ap = ArgParser(prog="odradek perf consumer")
+    ap.add_argument("--bootstrap-server", "--broker-list", dest="bootstrap_server")
+    ap.add_argument("--topic", required=True)
+    ap.add_argument("--messages", type=int, required=True)
+    ap.add_argument("--from-latest", action="store_true")
+    ap.add_argument("--timeout", type=int, default=10000)
+    ap.add_argument("--fetch-size", type=int, default=1048576)
+    ap.add_argument("--group", default=None)
+    ap.add_argument("--consumer.config", dest="consumer_config")
+    ap.add_argument("--client", choices=["odradek", "confluent-kafka"], default="odradek")
+    ap.add_argument("--hide-header", action="store_true")
+    ap.add_argument("--date-format", default=None)
+    ap.add_argument("--show-detailed-stats", action="store_true")
+    ap.add_argument("--reporting-interval", type=int, default=5000)
+    return ap
+
+
+def consumer_perf(argv: list[str], out=None) -> int:
+    args = _consumer_parser().parse_args(argv)
+    out = out or sys.stdout
+    props: dict[str, Any] = properties_file(args.consumer_config)
+    props["bootstrap.servers"] = resolve_bootstrap(args.bootstrap_server or props.get("bootstrap.servers"))
+    consume = _consume_confluent if args.client == "confluent-kafka" else _consume_odradek
+    start_wall = time.time()
+    start = time.monotonic()
+    count, nbytes, timed_out = consume(args, props)
+    end = time.monotonic()
+    end_wall = start_wall + (end - start)
+    if timed_out:
+        print(f"WARNING: Exiting before consuming the expected number of messages: timeout ({args.timeout} ms) "
+              f"exceeded. You can use the --timeout option to increase the timeout.", file=sys.stderr)
+    elapsed = max(end - start, 1e-9)
+    mb = nbytes / (1024.0 * 1024.0)
+    fetch_ms = int(elapsed * 1000)
+    if not args.hide_header:
+        print(HEADER, file=out)
+    print(f"{_fmt_time(start_wall, args.date_format)}, {_fmt_time(end_wall, args.date_format)}, "
+          f"{mb:.4f}, {mb / elapsed:.4f}, {count}, {count / elapsed:.4f}, 0, {fetch_ms}, "
+          f"{mb / max(fetch_ms / 1000.0, 1e-9):.4f}, {count / max(fetch_ms / 1000.0, 1e-9):.4f}", file=out, flush=True)
+    return 0
+
+
+def _consume_odradek(args: Any, props: dict[str, Any]) -> tuple[int, int, bool]:
+    from .consumer import Consumer
+
+    props = dict(props)
+    props.setdefault("max.partition.fetch.bytes", args.fetch_size)
+    props.setdefault("max.poll.records", 100000)
+    props["auto.offset.reset"] = "latest" if args.from_latest else "earliest"
+    consumer = Consumer(props)
+    try:
+        parts = consumer.partitions_for_topic(args.topic)
+        if not parts:
+            raise ToolError(f"topic {args.topic!r} does not exist")
+        consumer.assign([TopicPartition(args.topic, p) for p in sorted(parts)])
+        count = nbytes = 0
+        last = time.monotonic()
+        target = args.messages
+        while count < target:
+            batch = consumer.poll(timeout_ms=100, max_records=target - count)
+            now = time.monotonic()
+            if batch:
+                last = now
+                for recs in batch.values():
+                    count += len(recs)
+                    for r in recs:
+                        nbytes += (r.serialized_key_size if r.serialized_key_size > 0 else 0) + \
+                                  (r.serialized_value_size if r.serialized_value_size > 0 else 0)
+            elif (now - last) * 1000 > args.timeout:
+                return count, nbytes, True
+        return count, nbytes, False
+    finally:
+        consumer.close()
+
+
+def _consume_confluent(args: Any, props: dict[str, Any]) -> tuple[int, int, bool]:
+    try:
+        import confluent_kafka
+    except ImportError:
+        raise ToolError("confluent-kafka is not installed") from None
+    conf = {k: v for k, v in props.items()}
+    conf.setdefault("group.id", args.group or f"perf-consumer-{random.randrange(100000)}")
+    conf.setdefault("enable.auto.commit", False)
+    conf.setdefault("max.partition.fetch.bytes", args.fetch_size)
+    consumer = confluent_kafka.Consumer(conf)
+    try:
+        try:
+            md = consumer.list_topics(args.topic, timeout=10)
+        except confluent_kafka.KafkaException as exc:
+            raise ToolError(f"metadata for {args.topic!r}: {exc}") from None
+        tmeta = md.topics.get(args.topic)
+        if tmeta is None or tmeta.error is not None or not tmeta.partitions:
+            raise ToolError(f"topic {args.topic!r} does not exist")
+        start_offset = confluent_kafka.OFFSET_END if args.from_latest else confluent_kafka.OFFSET_BEGINNING
+        consumer.assign([confluent_kafka.TopicPartition(args.topic, p, start_offset) for p in sorted(tmeta.partitions)])
+        count = nbytes = 0
+        last = time.monotonic()
+        while count < args.messages:
+            msgs = consumer.consume(num_messages=min(10000, args.messages - count), timeout=0.1)
+            now = time.monotonic()
+            if msgs:
+                last = now
+                for m in msgs:
+                    if m.error() is not None:
+                        continue
+                    count += 1
+                    k, v = m.key(), m.value()
+                    nbytes += (len(k) if k else 0) + (len(v) if v else 0)
+            elif (now - last) * 1000 > args.timeout:
+                return count, nbytes, True
+        return count, nbytes, False
+    finally:
+        consumer.close()
+
+
+# -- end to end ---------------------------------------------------------------------------
+
+def _e2e_parser() -> ArgParser:
+    ap = ArgParser(prog="odradek perf e2e")
+    ap.add_argument("--bootstrap-server", "--broker-list", dest="bootstrap_server")
+    ap.add_argument("--topic", required=True)
+    ap.add_argument("--num-messages", type=int, required=True)
+    ap.add_argument("--acks", default="1")
+    ap.add_argument("--message-size", type=int, default=100)
+    ap.add_argument("--producer-props", nargs="+", default=[])
+    ap.add_argument("--timeout", type=int, default=10000, help="ms to wait for each message")
+    return ap
+
+
+def e2e_perf(argv: list[str], out=None) -> int:
+    from .consumer import Consumer
+    from .producer import Producer
+
+    args = _e2e_parser().parse_args(argv)
+    out = out or sys.stdout
+    if args.acks not in ("1", "all", "-1", "0"):
+        raise ToolError("Latency testing requires synchronous acknowledgement. Please use 1 or all")
+    bootstrap = resolve_bootstrap(args.bootstrap_server)
+    pprops = {"bootstrap.servers": bootstrap, "acks": args.acks, "linger.ms": 0, "batch.size": 0}
+    pprops.update(kv_pairs(args.producer_props, "--producer-props"))
+    producer = Producer(pprops)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "fetch.max.wait.ms": 0, "auto.offset.reset": "latest"})
+    try:
+        parts = producer.partitions_for(args.topic)
+        if len(parts) != 1:
+            print(f"WARNING: {args.topic} has {len(parts)} partitions; using partition 0 only", file=sys.stderr)
+        tp = TopicPartition(args.topic, 0)
+        consumer.assign([tp])
+        consumer.seek_to_end(tp)
+        consumer.position(tp)
+        latencies: list[float] = []
+        total = 0.0
+        rnd = random.Random()
+        for i in range(args.num_messages):
+            message = bytes(rnd.randrange(26) + 65 for _ in range(args.message_size))
+            begin = time.perf_counter()
+            producer.send(args.topic, message, partition=0).get(timeout=30)
+            got = None
+            deadline = time.monotonic() + args.timeout / 1000.0
+            while got is None:
+                batch = consumer.poll(timeout_ms=max(1, int((deadline - time.monotonic()) * 1000)))
+                recs = batch.get(tp, [])
+                if recs:
+                    got = recs[0]
+                    if len(recs) > 1:
+                        raise ToolError("Only one result was expected during this test. We found " + str(len(recs)))
+                elif time.monotonic() >= deadline:
+                    raise ToolError("poll timed out")
+            elapsed = time.perf_counter() - begin
+            if got.value != message:
+                raise ToolError(f"The message read [{got.value!r}] did not match the message sent")
+            if i % 1000 == 0:
+                print(f"{i}\t{elapsed * 1000.0}", file=out, flush=True)
+            total += elapsed
+            latencies.append(elapsed * 1000.0)
+        n = len(latencies)
+        print(f"Avg latency: {total / max(n, 1) * 1000.0:.4f} ms", file=out)
+        s = sorted(latencies)
+        if s:
+            p50, p99, p999 = (int(s[min(int(n * q), n - 1)]) for q in (0.5, 0.99, 0.999))
+            print(f"Percentiles: 50th = {p50}, 99th = {p99}, 99.9th = {p999}", file=out, flush=True)
+    finally:
+        producer.close()
+        consumer.close()
+    return 0
+
+
+COMMANDS = {"producer": producer_perf, "consumer": consumer_perf, "e2e": e2e_perf}
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] in ("-h", "--help"):
+        print("usage: odradek perf producer|consumer|e2e [options]")
+        return 0 if argv else 1
+    if argv[0] not in COMMANDS:
+        print(f"Error: unknown perf tool {argv[0]!r} (producer, consumer, e2e)", file=sys.stderr)
+        return 1
+    fn = COMMANDS[argv[0]]
+    try:
+        return run_tool(lambda: fn(argv[1:]))
+    except KeyboardInterrupt:
+        return 130
+
+
+if os.environ.get("ODRADEK_PERF_DEBUG"):  # pragma: no cover
+    import logging
+    logging.basicConfig(level=logging.DEBUG)

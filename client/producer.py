@@ -1,0 +1,182 @@
+"""Producer: kafka-python-like blocking facade over the accumulator and the sender thread.
+
+Invariant: ``send`` never does network I/O once the topic's metadata is known:
+it serializes, picks a partition (murmur2 for keys, sticky for null keys, like
+Java's DefaultPartitioner), appends to the accumulator under its lock and
+returns a future. Everything else (requests, retries, completions) happens on
+the sender thread.
+
+    p = Producer(bootstrap_servers="127.0.0.1:9092", linger_ms=5, acks="all")
+    md = p.send("events", b"value", key=b"k").get(timeout=10)
+    p.flush(); p.close()
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Iterable, Mapping
+
+from odradek.protocol.errors import ErrorCode, KafkaError
+
+from .accumulator import RECORD_OVERHEAD, FutureRecordMetadata, RecordAccumulator
+from .cluster import ClusterMetadata
+from .config import ClientConfig
+from .partitioner import StickyPartitioner, partition_for_key
+from .sender import Sender
+from .structs import KafkaTimeoutError, TopicPartition
+
+_client_ids = iter(range(1, 1 << 31))
+
+
+def _to_bytes(obj: Any, what: str) -> bytes | None:
+    if obj is None or type(obj) is bytes:
+        return obj
+    if isinstance(obj, str):
+        return obj.encode("utf-8")
+    if isinstance(obj, (bytearray, memoryview)):
+        return bytes(obj)
+    raise TypeError(f"{what} must be bytes or str (or set a {what}_serializer), got {type(obj).__name__}")
+
+
+def _headers(headers: Iterable | Mapping | None) -> list[tuple[str, bytes | None]]:
+    if not headers:
+        return []
+    items = headers.items() if isinstance(headers, Mapping) else headers
+    out = []
+    for k, v in items:
+        if not isinstance(k, str):
+            k = bytes(k).decode("utf-8")
+        out.append((k, _to_bytes(v, "header value")))
+    return out
+
+
+class Producer:
+    """Asynchronous record producer; thread-safe ``send``."""
+
+    def __init__(self, config: Mapping[str, Any] | None = None, **configs: Any) -> None:
+        self.config = cfg = ClientConfig("producer", config, **configs)
+        if cfg["client.id"] is None:
+            cfg._values["client.id"] = f"odradek-producer-{next(_client_ids)}"
+        self._cluster = ClusterMetadata(cfg)
+        self._acc = RecordAccumulator(
+            batch_size=cfg["batch.size"], compression=cfg["compression.type"], linger_ms=cfg["linger.ms"],
+            buffer_memory=cfg["buffer.memory"], max_block_ms=cfg["max.block.ms"],
+            retry_backoff_ms=cfg["retry.backoff.ms"],
+            guarantee_order=cfg["max.in.flight.requests.per.connection"] == 1)
+        self._partitioner = cfg["partitioner"]
+        self._sticky = StickyPartitioner()
+        self._key_ser: Callable | None = cfg["key.serializer"]
+        self._value_ser: Callable | None = cfg["value.serializer"]
+        self._max_block = cfg["max.block.ms"] / 1000.0
+        self._max_request = cfg["max.request.size"]
+        self._linger0 = cfg["linger.ms"] == 0
+        self._parts: dict[str, tuple[int, list[int], list[int]]] = {}
+        self._closed = False
+        self._sender = Sender(cfg, self._cluster, self._acc)
+        self._sender.start()
+
+    # -- sending -------------------------------------------------------------------
+
+    def _partitions(self, topic: str) -> tuple[list[int], list[int]]:
+        cached = self._parts.get(topic)
+        cluster = self._cluster
+        if cached is not None and cached[0] == cluster.updates:
+            return cached[1], cached[2]
+        parts = cluster.partitions_for(topic)
+        if parts is None:
+            parts = cluster.wait_for_topic(topic, self._max_block)
+        avail = cluster.available_partitions(topic)
+        self._parts[topic] = (cluster.updates, parts, avail)
+        return parts, avail
+
+    def send(self, topic: str, value: Any = None, key: Any = None, partition: int | None = None,
+             timestamp_ms: int | None = None, headers: Iterable | Mapping | None = None,
+             callback: Callable[[RecordMetadata | None, Exception | None], Any] | None = None
+             ) -> FutureRecordMetadata:
+        """Queue one record; returns a future (``.get(timeout)`` -> RecordMetadata).
+
+        ``callback(metadata, exception)`` runs on the sender thread when the batch completes.
+        """
+        if self._closed:
+            raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, "send after close")
+        if self._sender.fatal_error is not None:
+            raise self._sender.fatal_error
+        kb = _to_bytes(self._key_ser(key) if self._key_ser else key, "key")
+        vb = _to_bytes(self._value_ser(value) if self._value_ser else value, "value")
+        hdrs = _headers(headers)
+        ts = int(time.time() * 1000) if timestamp_ms is None else int(timestamp_ms)
+        size = RECORD_OVERHEAD + (len(kb) if kb else 0) + (len(vb) if vb else 0)
+        if hdrs:
+            size += sum(len(k) + (len(v) if v else 0) + 10 for k, v in hdrs)
+        if size + 61 > self._max_request:
+            raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE,
+                             f"the record is {size} bytes, larger than max.request.size {self._max_request}")
+        parts, avail = self._partitions(topic)
+        sticky = False
+        if partition is not None:
+            if partition not in parts:
+                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                 f"partition {partition} of {topic!r} (it has {len(parts)})")
+            p = partition
+        elif self._partitioner != "murmur2":
+            p = self._partitioner(kb, parts, avail)
+        elif kb is not None:
+            p = parts[partition_for_key(kb, len(parts))]
+        else:
+            p = self._sticky.partition(topic, None, parts, avail)
+            sticky = True
+        tp = TopicPartition(topic, p)
+        fut, new_batch = self._acc.append(tp, ts, kb, vb, hdrs, size, abort_on_new_batch=sticky)
+        if fut is None:
+            self._sticky.on_new_batch(topic, p)
+            p = self._sticky.partition(topic, None, parts, avail)
+            tp = TopicPartition(topic, p)
+            fut, new_batch = self._acc.append(tp, ts, kb, vb, hdrs, size)
+        sender = self._sender
+        if sender.sleeping and (new_batch or self._linger0):
+            sender.wakeup()
+        if callback is not None:
+            fut.add_callback(lambda md: callback(md, None))
+            fut.add_errback(lambda exc: callback(None, exc))
+        return fut
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Send everything queued now (ignoring linger.ms) and wait for every batch to complete."""
+        acc = self._acc
+        acc.flushing += 1
+        try:
+            self._sender.wakeup()
+            deadline = None if timeout is None else time.monotonic() + timeout
+            for result in acc.incomplete():
+                remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+                if not result.event.wait(remaining):
+                    raise KafkaTimeoutError(f"flush did not complete within {timeout} s")
+        finally:
+            acc.flushing -= 1
+
+    def partitions_for(self, topic: str) -> set[int]:
+        """Partition ids of ``topic`` (waits for metadata up to max.block.ms)."""
+        return set(self._partitions(topic)[0])
+
+    def close(self, timeout: float | None = None) -> None:
+        """Flush queued records (up to ``timeout`` s, then fail the rest) and stop the sender."""
+        if self._closed:
+            return
+        self._closed = True
+        self._sender.initiate_close()
+        self._sender.join(timeout)
+        if self._sender.is_alive():
+            self._sender.force_close()
+            self._sender.join()
+        self._cluster.close()
+
+    def metrics(self) -> dict[str, Any]:
+        return {}
+
+    def __enter__(self) -> "Producer":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+from .structs import RecordMetadata  # noqa: E402  (type name used in the send() annotation)

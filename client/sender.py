@@ -1,0 +1,281 @@
+"""The producer's background sender thread: drain ready batches, send ProduceRequests, complete futures.
+
+Invariant: the sender thread is the only user of the producer's data
+connections (``NodePool``); every drained batch ends in exactly one of
+``accumulator.complete`` (acknowledged, or failed for good) or
+``accumulator.reenqueue`` (retriable error, within retries and
+delivery.timeout.ms). Responses are handled on this thread, in request order
+per connection; user callbacks therefore run here too.
+"""
+from __future__ import annotations
+
+import logging
+import select
+import socket
+import threading
+import time
+from typing import Any
+
+from odradek.protocol.apis import init_producer_id as _init_pid
+from odradek.protocol.apis import produce as _produce
+from odradek.protocol.errors import ErrorCode, KafkaError
+
+from .accumulator import ProducerBatch, RecordAccumulator
+from .cluster import ClusterMetadata, NodePool
+from .config import ClientConfig
+from .connection import ConnectionLost
+from .structs import KafkaTimeoutError
+
+log = logging.getLogger(__name__)
+
+# errors after which the partition's leader may have moved
+_METADATA_ERRORS = frozenset({
+    ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NETWORK_EXCEPTION,
+    ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH,
+})
+
+
+class Sender(threading.Thread):
+    """Runs until ``initiate_close``; then sends what is queued (or aborts on ``force_close``)."""
+
+    def __init__(self, config: ClientConfig, cluster: ClusterMetadata, accumulator: RecordAccumulator) -> None:
+        super().__init__(name=f"odradek-producer-sender-{config['client.id']}", daemon=True)
+        self.config = config
+        self.cluster = cluster
+        self.acc = accumulator
+        self.pool = NodePool(cluster)
+        self.acks = config["acks"]
+        self.max_in_flight = config["max.in.flight.requests.per.connection"]
+        self.max_request_size = config["max.request.size"]
+        self.request_timeout_ms = config["request.timeout.ms"]
+        self.retries = config["retries"]
+        self.delivery_timeout = config["delivery.timeout.ms"] / 1000.0
+        self.idempotent = config["enable.idempotence"]
+        self.producer_id = -1
+        self.producer_epoch = -1
+        self._sequences: dict[Any, int] = {}
+        self._running = True
+        self._forced = False
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self.sleeping = False
+        self._woken = False
+        self._last_expiry_check = 0.0
+        self.fatal_error: KafkaError | None = None
+
+    # -- control from other threads ---------------------------------------------
+
+    def wakeup(self) -> None:
+        if not self._woken:
+            self._woken = True
+            try:
+                self._wake_w.send(b"\0")
+            except OSError:
+                pass
+
+    def initiate_close(self) -> None:
+        self.acc.closing = True  # everything queued is sendable now
+        self._running = False
+        self.wakeup()
+
+    def force_close(self) -> None:
+        self._forced = True
+        self._running = False
+        self.wakeup()
+
+    # -- main loop -----------------------------------------------------------------
+
+    def run(self) -> None:
+        try:
+            while self._running:
+                self.run_once()
+            # graceful: finish what is queued and in flight
+            while not self._forced and (self.acc.has_queued() or self._in_flight()):
+                self.run_once()
+        except Exception:  # pragma: no cover - a bug; fail everything rather than hang
+            log.exception("producer sender thread crashed")
+            self._forced = True
+        finally:
+            err = KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, "producer closed before the record was sent")
+            self.acc.abort_all(err)
+            for node_id in list(self.pool.conns):
+                self.pool.drop(node_id, ConnectionLost("producer closed"))
+            self._wake_r.close()
+            self._wake_w.close()
+
+    def _in_flight(self) -> bool:
+        return any(c.in_flight for c in self.pool.conns.values())
+
+    def run_once(self) -> None:
+        now = time.monotonic()
+        cluster = self.cluster
+        if cluster.needs_refresh():
+            cluster.maybe_refresh()
+        if self.idempotent and self.producer_id < 0 and not self._init_producer_id():
+            self._poll(self.config["retry.backoff.ms"] / 1000.0)
+            return
+        seen = self.acc.appends
+        nodes, delay, unknown = self.acc.ready(now, cluster.leader_for)
+        if unknown:
+            for topic in unknown:
+                cluster.add_topic(topic)
+            cluster.request_update()
+            delay = min(delay, self.config["retry.backoff.ms"] / 1000.0)
+        sendable = []
+        for node in nodes:
+            try:
+                conn = self.pool.get(node)
+            except KafkaError:
+                delay = min(delay, self.config["reconnect.backoff.ms"] / 1000.0)
+                continue
+            if len(conn.in_flight) < self.max_in_flight:
+                sendable.append(node)
+        if sendable:
+            for node, batches in self.acc.drain(sendable, cluster.leader_for, self.max_request_size, now).items():
+                self._send_produce(node, batches)
+        if now - self._last_expiry_check > 0.1:
+            self._last_expiry_check = now
+            self._expire(now)
+        if self.acc.appends != seen:
+            delay = 0.0
+        self._poll(min(delay, 0.2))
+
+    def _poll(self, timeout: float) -> None:
+        """Wait up to ``timeout`` for responses or a wakeup; handle what arrived."""
+        poller = select.poll()  # rebuilt each time: cheap, and immune to reused fd numbers
+        wake_fd = self._wake_r.fileno()
+        poller.register(wake_fd, select.POLLIN)
+        by_fd = {}
+        for conn in self.pool.conns.values():
+            fd = conn.fileno()
+            if conn.in_flight and fd >= 0:
+                by_fd[fd] = conn
+                poller.register(fd, select.POLLIN)
+        self.sleeping = True
+        try:
+            events = poller.poll(max(timeout, 0.0) * 1000.0)
+        finally:
+            self.sleeping = False
+        for fd, _mask in events:
+            if fd == wake_fd:
+                try:
+                    while self._wake_r.recv(4096):
+                        pass
+                except (BlockingIOError, OSError):
+                    pass
+                self._woken = False
+            elif fd in by_fd:
+                by_fd[fd].read_responses()
+        # request timeouts
+        now = time.monotonic()
+        for node_id, conn in list(self.pool.conns.items()):
+            if conn.expired(now):
+                self.pool.drop(node_id, KafkaError(ErrorCode.REQUEST_TIMED_OUT,
+                                                   f"no response from node {node_id} within request.timeout.ms"))
+                self.cluster.request_update()
+            elif not conn.connected:
+                self.pool.conns.pop(node_id, None)
+                self.cluster.request_update()
+
+    # -- produce requests -----------------------------------------------------------
+
+    def _send_produce(self, node: int, batches: list[ProducerBatch]) -> None:
+        topic_data: dict[str, list[dict]] = {}
+        by_tp: dict[tuple[str, int], ProducerBatch] = {}
+        for batch in batches:
+            if self.idempotent and batch.built is None:
+                b = batch.builder
+                b.producer_id, b.producer_epoch = self.producer_id, self.producer_epoch
+                seq = self._sequences.get(batch.tp, 0)
+                b.base_sequence = seq
+                self._sequences[batch.tp] = (seq + b.record_count) & 0x7FFFFFFF
+            try:
+                data = batch.build()
+            except Exception as exc:  # e.g. a compression codec failure
+                self.acc.complete(batch, -1, -1, KafkaError(ErrorCode.CORRUPT_MESSAGE, str(exc)))
+                continue
+            topic_data.setdefault(batch.tp.topic, []).append({"index": batch.tp.partition, "records": data})
+            by_tp[(batch.tp.topic, batch.tp.partition)] = batch
+        if not by_tp:
+            return
+        body = {"transactional_id": None, "acks": self.acks, "timeout_ms": self.request_timeout_ms,
+                "topic_data": [{"name": t, "partition_data": parts} for t, parts in topic_data.items()]}
+        expect = self.acks != 0
+        try:
+            conn = self.pool.get(node)
+            conn.send(_produce, body, expect_response=expect,
+                      callback=lambda resp, err: self._handle_response(node, by_tp, resp, err))
+        except KafkaError as exc:
+            self._handle_response(node, by_tp, None, exc if isinstance(exc, KafkaError) else None)
+
+    def _handle_response(self, node: int, by_tp: dict, resp: Any, error: KafkaError | None) -> None:
+        now = time.monotonic()
+        if error is not None:
+            self.cluster.request_update()
+            for batch in by_tp.values():
+                self._fail_or_retry(batch, error, now)
+            return
+        if resp is None:  # acks=0
+            for batch in by_tp.values():
+                self.acc.complete(batch, -1, -1, None)
+            return
+        for topic_resp in resp.responses:
+            for p in topic_resp.partition_responses:
+                batch = by_tp.pop((topic_resp.name, p.index), None)
+                if batch is None:
+                    continue
+                code = p.error_code
+                if code == ErrorCode.NONE or code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER:
+                    self.acc.complete(batch, p.base_offset, p.log_append_time_ms, None)
+                else:
+                    msg = getattr(p, "error_message", None)
+                    self._fail_or_retry(batch, KafkaError(code, msg), now)
+        for batch in by_tp.values():  # partitions the broker did not answer for
+            self._fail_or_retry(batch, KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, "no partition response"), now)
+
+    def _fail_or_retry(self, batch: ProducerBatch, error: KafkaError, now: float) -> None:
+        if error.code in _METADATA_ERRORS:
+            self.cluster.request_update()
+        retriable = error.retriable and not self._forced
+        if retriable and batch.attempts < self.retries and now - batch.created < self.delivery_timeout:
+            log.debug("retrying %s after %s (attempt %d)", batch.tp, error, batch.attempts + 1)
+            self.acc.reenqueue(batch, now)
+            self.acc.unmute(batch.tp)
+            return
+        if retriable and now - batch.created >= self.delivery_timeout:
+            error = KafkaTimeoutError(f"expiring {batch.record_count} record(s) for {batch.tp.topic}-"
+                                      f"{batch.tp.partition}: delivery.timeout.ms elapsed ({error})")
+        self.acc.complete(batch, -1, -1, error)
+
+    def _expire(self, now: float) -> None:
+        for batch in self.acc.expired(now, self.delivery_timeout):
+            self.acc.complete(batch, -1, -1, KafkaTimeoutError(
+                f"expiring {batch.record_count} record(s) for {batch.tp.topic}-{batch.tp.partition}: "
+                f"{(now - batch.created) * 1000:.0f} ms has passed since batch creation"))
+
+    def _init_producer_id(self) -> bool:
+        """InitProducerId (idempotent producer, no transactional id) on any broker."""
+        brokers = list(self.cluster.brokers)
+        if not brokers:
+            self.cluster.request_update()
+            return False
+        for node in brokers:
+            try:
+                conn = self.pool.get(node)
+                resp = conn.request(_init_pid, {"transactional_id": None, "transaction_timeout_ms": 2147483647,
+                                                "producer_id": -1, "producer_epoch": -1})
+            except KafkaError as exc:
+                if not exc.retriable:
+                    self.fatal_error = exc
+                    self.acc.abort_all(exc)
+                continue
+            if resp.error_code != ErrorCode.NONE:
+                if not ErrorCode(resp.error_code).retriable:
+                    self.fatal_error = KafkaError(resp.error_code, "InitProducerId failed")
+                    self.acc.abort_all(self.fatal_error)
+                continue
+            self.producer_id, self.producer_epoch = resp.producer_id, resp.producer_epoch
+            return True
+        return False

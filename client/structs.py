@@ -1,0 +1,72 @@
+"""Plain value types of the client API (kafka-python-like names and fields).
+
+Invariant: these are immutable tuples with no behaviour beyond conversion, so
+they can be hashed, compared and pickled (the Spark source ships them).
+"""
+from __future__ import annotations
+
+from typing import NamedTuple, Sequence
+
+from odradek.protocol.errors import ErrorCode, KafkaError
+
+
+class TopicPartition(NamedTuple):
+    topic: str
+    partition: int
+
+
+class RecordMetadata(NamedTuple):
+    """Where a produced record landed (offset -1 with acks=0)."""
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    serialized_key_size: int
+    serialized_value_size: int
+    serialized_header_size: int = -1
+
+    @property
+    def topic_partition(self) -> TopicPartition:
+        return TopicPartition(self.topic, self.partition)
+
+
+class ConsumerRecord(NamedTuple):
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    timestamp_type: int
+    key: object
+    value: object
+    headers: list
+    serialized_key_size: int
+    serialized_value_size: int
+
+
+class OffsetAndTimestamp(NamedTuple):
+    offset: int
+    timestamp: int
+
+
+class NewTopic:
+    """A topic to create: ``replica_assignments`` maps partition -> broker ids."""
+
+    def __init__(self, name: str, num_partitions: int = -1, replication_factor: int = -1,
+                 topic_configs: dict[str, str] | None = None,
+                 replica_assignments: dict[int, Sequence[int]] | None = None) -> None:
+        self.name = name
+        self.num_partitions = num_partitions
+        self.replication_factor = replication_factor
+        self.topic_configs = dict(topic_configs or {})
+        self.replica_assignments = {int(p): list(r) for p, r in (replica_assignments or {}).items()}
+
+    def __repr__(self) -> str:
+        return (f"NewTopic(name={self.name!r}, num_partitions={self.num_partitions}, "
+                f"replication_factor={self.replication_factor}, topic_configs={self.topic_configs!r})")
+
+
+class KafkaTimeoutError(KafkaError):
+    """A client-side wait ran out (future.get, max.block.ms, delivery.timeout.ms)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(ErrorCode.REQUEST_TIMED_OUT, message)

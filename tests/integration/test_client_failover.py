@@ -1,0 +1,116 @@
+"""The producer and consumer follow a partition leader change (kill -9 of the leader)."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from odradek.client import AdminClient, Consumer, KafkaError, NewTopic, Producer, TopicPartition
+
+
+def leader_of(admin: AdminClient, topic: str, partition: int) -> int:
+    parts = admin.describe_topics([topic])[0]["partitions"]
+    return next((p["leader"] for p in parts if p["partition"] == partition), -1)
+
+
+def wait_until(cond, timeout=60.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = cond()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_produce_and_consume_follow_the_new_leader(cluster_factory):
+    cluster = cluster_factory(brokers=3)
+    bootstrap = cluster.bootstrap_servers
+    topic = "failover"
+    tp = TopicPartition(topic, 0)
+    with AdminClient(bootstrap_servers=bootstrap) as admin:
+        admin.create_topics([NewTopic(topic, 1, 3)])
+        old_leader = wait_until(lambda: max(leader_of(admin, topic, 0), 0), what="a leader")
+
+    # Needs replication (followers fetching, high watermark advancing): probe with one acks=all record.
+    with Producer(bootstrap_servers=bootstrap, acks="all", retries=0, request_timeout_ms=5000,
+                  delivery_timeout_ms=10000) as probe:
+        try:
+            probe.send(topic, b"probe").get(15)
+        except KafkaError as exc:
+            pytest.skip(f"brokers do not replicate yet (acks=all on RF 3: {exc})")
+
+    producer = Producer(bootstrap_servers=bootstrap, acks=1, retry_backoff_ms=50, request_timeout_ms=5000)
+    consumer = Consumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest", fetch_max_wait_ms=100,
+                        request_timeout_ms=5000)
+    consumer.assign([tp])
+    seen: list[bytes] = []
+
+    def consume_until(values: set[bytes], timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not values <= set(seen) and time.monotonic() < deadline:
+            seen.extend(r.value for r in consumer.poll(500).get(tp, []))
+        assert values <= set(seen), f"missing {len(values - set(seen))} records"
+
+    try:
+        before = {f"before-{i}".encode() for i in range(200)}
+        for v in sorted(before):
+            producer.send(topic, v)
+        producer.flush(30)
+        consume_until(before)
+
+        cluster.kill_broker(old_leader)
+        with AdminClient(bootstrap_servers=bootstrap) as admin:
+            new_leader = wait_until(lambda: (lid := leader_of(admin, topic, 0)) not in (-1, old_leader) and lid,
+                                    what="a new leader")
+        assert new_leader != old_leader
+
+        after = {f"after-{i}".encode() for i in range(200)}
+        futures = [producer.send(topic, v) for v in sorted(after)]
+        producer.flush(60)
+        for f in futures:
+            assert f.get(0).partition == 0          # acknowledged by the new leader
+        consume_until(after)
+    finally:
+        producer.close(10)
+        consumer.close()
+
+
+def test_clients_survive_a_broker_restart(cluster_factory):
+    """Connection loss: producer retries until the broker is back; the consumer resumes at its position."""
+    cluster = cluster_factory(brokers=1)
+    bootstrap = cluster.bootstrap_servers
+    topic = "restart"
+    tp = TopicPartition(topic, 0)
+    with AdminClient(bootstrap_servers=bootstrap) as admin:
+        admin.create_topics([NewTopic(topic, 1, 1)])
+        wait_until(lambda: leader_of(admin, topic, 0) >= 0, what="a leader")
+    producer = Producer(bootstrap_servers=bootstrap, retry_backoff_ms=100, request_timeout_ms=3000,
+                        reconnect_backoff_ms=100)
+    consumer = Consumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest", fetch_max_wait_ms=100,
+                        request_timeout_ms=3000, reconnect_backoff_ms=100)
+    consumer.assign([tp])
+    try:
+        for i in range(100):
+            producer.send(topic, f"a-{i}".encode())
+        producer.flush(30)
+        got = []
+        deadline = time.monotonic() + 30
+        while len(got) < 100 and time.monotonic() < deadline:
+            got += consumer.poll(500).get(tp, [])
+        assert [r.offset for r in got] == list(range(100))
+
+        cluster.kill_broker(1)
+        futures = [producer.send(topic, f"b-{i}".encode()) for i in range(100)]   # queued while it is down
+        assert consumer.poll(300) == {}
+        cluster.start_broker(1)
+        producer.flush(90)
+        assert [f.get(0).offset for f in futures] == list(range(100, 200))
+        deadline = time.monotonic() + 60
+        while len(got) < 200 and time.monotonic() < deadline:
+            got += consumer.poll(500).get(tp, [])
+        assert [r.offset for r in got] == list(range(200))
+        assert [r.value for r in got[100:]] == [f"b-{i}".encode() for i in range(100)]
+    finally:
+        producer.close(10)
+        consumer.close()
