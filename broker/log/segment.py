@@ -15,6 +15,7 @@ from typing import Callable, Iterator, Sequence
 
 from odradek.protocol import record_batch as rb
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.records import decode_batch
 
 from .index import CorruptIndexError, OffsetIndex, TimeIndex
 
@@ -251,13 +252,17 @@ class LogSegment:
         return data if cut == n else data[:cut]
 
     def find_offset_by_timestamp(self, timestamp: int, start_offset: int) -> tuple[int, int] | None:
-        """(offset, timestamp) of the first batch at/after ``start_offset`` whose max
-        timestamp is ≥ ``timestamp`` (batch granularity: records are not decoded)."""
+        """(offset, timestamp) of the first record at/after ``start_offset`` whose timestamp
+        is ≥ ``timestamp``. Batch headers narrow it to one batch; only that batch's records
+        are decoded (ListOffsets, not the produce/fetch path), as Kafka does."""
         _, ts_offset = self.time_index.lookup(timestamp)
         _, pos = self.offset_index.lookup(max(ts_offset, start_offset))
-        for _, h in self._headers(pos):
+        for batch_pos, h in self._headers(pos):
             if h.max_timestamp >= timestamp and h.last_offset >= start_offset:
-                return max(h.base_offset, start_offset), h.max_timestamp
+                _, records = decode_batch(os.pread(self._fd, h.size, batch_pos))
+                for r in records:
+                    if r.offset >= start_offset and r.timestamp >= timestamp:
+                        return r.offset, r.timestamp
         return None
 
     def iter_batch_headers(self, position: int = 0) -> Iterator[tuple[int, rb.BatchHeader]]:

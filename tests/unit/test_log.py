@@ -201,17 +201,18 @@ def test_fetch_offset_by_timestamp(tmp_path):
     for i in range(30):  # batch i holds 2 records with timestamps 1000+10i, 1000+10i+1
         log.append_as_leader(batch(2, ts=1000 + 10 * i), 0)
     assert len(log.segments) > 3
-    assert log.fetch_offset_by_timestamp(0) == (0, 1001)
-    assert log.fetch_offset_by_timestamp(1001) == (0, 1001)
-    assert log.fetch_offset_by_timestamp(1002) == (2, 1011)
-    assert log.fetch_offset_by_timestamp(1150) == (30, 1151)
-    assert log.fetch_offset_by_timestamp(1291) == (58, 1291)
+    # the first RECORD with a timestamp >= the target, not the first batch
+    assert log.fetch_offset_by_timestamp(0) == (0, 1000)
+    assert log.fetch_offset_by_timestamp(1001) == (1, 1001)
+    assert log.fetch_offset_by_timestamp(1002) == (2, 1010)
+    assert log.fetch_offset_by_timestamp(1150) == (30, 1150)
+    assert log.fetch_offset_by_timestamp(1291) == (59, 1291)
     assert log.fetch_offset_by_timestamp(1292) is None
     assert log.fetch_offset_by_timestamp(-2) == (0, -1)
     assert log.fetch_offset_by_timestamp(-1) == (60, -1)
     log = reopen(log)
-    assert log.fetch_offset_by_timestamp(1150) == (30, 1151)
-    assert log.fetch_offset_by_timestamp(1291) == (58, 1291)
+    assert log.fetch_offset_by_timestamp(1150) == (30, 1150)
+    assert log.fetch_offset_by_timestamp(1291) == (59, 1291)
 
 
 def test_log_append_time(tmp_path):
