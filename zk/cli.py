@@ -20,7 +20,10 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "console-producer": ("odradek.client.console", "producer_main", "records from stdin to a topic"),
     "console-consumer": ("odradek.client.console", "consumer_main", "records from a topic to stdout"),
     "perf": ("odradek.client.perf", "main", "producer | consumer benchmarks (kafka-*-perf-test output)"),
+    "consumer-groups": ("odradek.client.consumer_groups_cli", "main",
+                        "list, describe, reset offsets of, delete consumer groups"),
     "demo": ("odradek.client.demo", "main", "produce and consume keyed records through a demo topic"),
+    "pipeline": ("odradek.pipeline.cli", "main", "the Spark page-view pipeline: generate | run | top"),
 }
 
 
