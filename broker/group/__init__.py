@@ -9,6 +9,13 @@ becomes its leader. Slow answers are ``Completion`` objects: each completes exac
 and callbacks added after completion run at once. Result dataclasses carry the field
 names of the matching Kafka response, so ``dataclasses.asdict(result)`` fits
 ``Response.encode``.
+
+Broker usage: ``coord = GroupCoordinator(GroupConfig.from_kafka_config(cfg),
+CallLaterTimer(reactor), append)``; ``coord.startup()``; on LeaderAndIsr for
+``__consumer_offsets-p``: ``on_elected(p, epoch)``, ``load_batches(p, blob)`` per log read,
+``finish_loading(p)``; on becoming follower/StopReplica: ``on_resigned(p, epoch)``.
+FindCoordinator uses ``coord.partition_for(group_id)``. Completion-returning handlers:
+join, sync, commit. Immediate: heartbeat, leave, fetch, list, describe, delete.
 """
 from __future__ import annotations
 

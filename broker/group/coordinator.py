@@ -7,7 +7,8 @@ NOT_COORDINATOR on unload); every member has at most one live session timer, a g
 at most one rebalance timer, each pending member one expiry timer; and a client hears
 about a write (SyncGroup, OffsetCommit, static rejoin) only after its append completed.
 Slow calls return ``Completion``s; heartbeat, leave, fetch, list, describe and delete
-answer at once. Rebalance timing mirrors DelayedJoin / InitialDelayedJoin.
+answer at once. Rebalance timing mirrors DelayedJoin / InitialDelayedJoin. The offset
+APIs (commit, fetch, delete groups, expiry) are mixed in from ``offsets.OffsetApis``.
 """
 from __future__ import annotations
 
@@ -18,12 +19,12 @@ from typing import Any, Iterable, Mapping
 from odradek.protocol.errors import ErrorCode
 
 from . import (
-    AppendFn, CommitOffset, Completion, DescribedGroup, DescribedMember, FetchedOffset,
-    GroupConfig, JoinGroupMember, JoinGroupResult, LeaveGroupResult, LeaveMember, ListedGroup,
-    ListGroupsResult, OffsetFetchResult, SyncGroupResult, Timer,
+    AppendFn, Completion, DescribedGroup, DescribedMember, GroupConfig, JoinGroupMember,
+    JoinGroupResult, LeaveGroupResult, LeaveMember, ListedGroup, ListGroupsResult,
+    SyncGroupResult, Timer,
 )
-from .metadata import GroupMetadata, GroupState, MemberMetadata, OffsetAndMetadata, TopicPartition
-from .offsets import GroupMetadataManager
+from .metadata import GroupMetadata, GroupState, MemberMetadata
+from .offsets import GroupMetadataManager, OffsetApis
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +46,7 @@ def _join_error(member_id: str, error: ErrorCode) -> JoinGroupResult:
     return JoinGroupResult(error_code=error, member_id=member_id)
 
 
-class GroupCoordinator:
+class GroupCoordinator(OffsetApis):
     """Drive with ``handle_*``; feed partition leadership with ``on_elected``/``on_resigned``."""
 
     def __init__(self, config: GroupConfig, timer: Timer, append: AppendFn):
@@ -312,7 +313,9 @@ class GroupCoordinator:
             def stored(error: ErrorCode) -> None:
                 if error != E.NONE:
                     group.update_member(member, old_protocols, None)
-                    restored = group.replace_static_member(new_id, old_id, instance_id, None, None)
+                    restored = group.replace_static_member(
+                        new_id, old_id, instance_id, _join_error(new_id, E.UNKNOWN_MEMBER_ID),
+                        SyncGroupResult(E.UNKNOWN_MEMBER_ID))
                     self._schedule_heartbeat(group, restored)
                     done.complete(JoinGroupResult(
                         error_code=error, member_id=UNKNOWN_MEMBER_ID,
@@ -584,57 +587,6 @@ class GroupCoordinator:
                 results.append(LeaveMember(member_id, instance_id, member_error or E.NONE))
         return LeaveGroupResult(E.NONE, results)
 
-    # === offsets ===================================================================
-    def handle_commit_offsets(self, group_id: str, member_id: str,
-                              group_instance_id: str | None, generation_id: int,
-                              offsets: Mapping[TopicPartition, CommitOffset],
-                              retention_time_ms: int = -1
-                              ) -> Completion[dict[TopicPartition, ErrorCode]]:
-        """OffsetCommit v0-7 (v0: generation -1, member ""); answered after the append."""
-        def all_(error: ErrorCode) -> Completion[dict[TopicPartition, ErrorCode]]:
-            return Completion.completed({tp: error for tp in offsets})
-
-        error = self._validate(group_id, "commit")
-        if error is not None:
-            return all_(error)
-        group = self.manager.get_group(group_id)
-        if group is None:
-            if generation_id >= 0:
-                return all_(E.ILLEGAL_GENERATION)
-            group = self.manager.get_or_create_group(group_id, create=True)
-        assert group is not None
-        if group.is_(S.DEAD):
-            return all_(E.COORDINATOR_NOT_AVAILABLE)
-        if group.is_static_member_fenced(member_id, group_instance_id):
-            return all_(E.FENCED_INSTANCE_ID)
-        if not (generation_id < 0 and group.is_(S.EMPTY)):
-            if not group.has(member_id):
-                return all_(E.UNKNOWN_MEMBER_ID)
-            if generation_id != group.generation_id:
-                return all_(E.ILLEGAL_GENERATION)
-            if group.is_(S.COMPLETING_REBALANCE):
-                return all_(E.REBALANCE_IN_PROGRESS)
-            if group.is_(S.EMPTY):   # a member of an Empty group cannot exist; be safe
-                return all_(E.UNKNOWN_MEMBER_ID)
-            self._schedule_heartbeat(group, group.get(member_id))
-        now = self.timer.now_ms()
-        expire = now + retention_time_ms if retention_time_ms != -1 else -1
-        values = {tp: OffsetAndMetadata(
-            offset=c.offset, metadata=c.metadata if c.metadata is not None else "",
-            commit_timestamp=c.commit_timestamp if c.commit_timestamp != -1 else now,
-            leader_epoch=c.leader_epoch, expire_timestamp=expire) for tp, c in offsets.items()}
-        return self.manager.store_offsets(group, values)
-
-    def handle_fetch_offsets(self, group_id: str,
-                             partitions: list[TopicPartition] | None = None,
-                             require_stable: bool = False) -> OffsetFetchResult:
-        """OffsetFetch v0-5; ``partitions=None`` (v2+ null topics) means all committed."""
-        error = self._validate(group_id, "fetch")
-        if error is not None:
-            return OffsetFetchResult(error)
-        found = self.manager.get_offsets(group_id, partitions, require_stable)
-        return OffsetFetchResult(E.NONE, {tp: FetchedOffset(*v) for tp, v in found.items()})
-
     # === admin =====================================================================
     def handle_list_groups(self) -> ListGroupsResult:
         if not self.active:
@@ -662,50 +614,3 @@ class GroupCoordinator:
             m.assignment if stable else b"") for m in group.members.values()]
         return DescribedGroup(E.NONE, group_id, group.state.value, group.protocol_type or "",
                               protocol or "", members)
-
-    def handle_delete_groups(self, group_ids: Iterable[str]) -> dict[str, ErrorCode]:
-        """DeleteGroups v0-1: Empty groups become Dead; their tombstones are appended
-        without waiting (as Kafka, which writes them with acks=0)."""
-        errors: dict[str, ErrorCode] = {}
-        eligible: list[GroupMetadata] = []
-        for group_id in group_ids:
-            error = self._validate(group_id, "delete")
-            group = self.manager.get_group(group_id) if error is None else None
-            if error is not None:
-                errors[group_id] = error
-            elif group is None or group.is_(S.DEAD):
-                errors[group_id] = (E.GROUP_ID_NOT_FOUND if self.manager.group_not_exists(group_id)
-                                    else E.NOT_COORDINATOR)
-            elif group.is_(S.EMPTY):
-                group.transition_to(S.DEAD)
-                eligible.append(group)
-            else:
-                errors[group_id] = E.NON_EMPTY_GROUP
-        if eligible:
-            tombstones = self.manager.cleanup_group_metadata(eligible,
-                                                             lambda g: g.remove_all_offsets())
-            for partition, records in tombstones.items():
-                self.manager.append(partition, records)
-            errors.update({g.group_id: E.NONE for g in eligible})
-        return errors
-
-    # === offset expiry =============================================================
-    def expire_offsets(self, now_ms: int | None = None) -> dict[int, bytes]:
-        """Expire offsets and dead groups; returns {partition: tombstone batch} to append."""
-        return self.manager.expire_offsets(now_ms)
-
-    def run_expiry(self) -> int:
-        """``expire_offsets`` and append the tombstones; returns the number of batches."""
-        batches = self.expire_offsets()
-        for partition, batch in batches.items():
-            self.manager._append_fn(partition, batch)
-        return len(batches)
-
-    def _schedule_expiry(self) -> None:
-        def tick() -> None:
-            self._expiry_timer = None
-            if self.active:
-                self.run_expiry()
-                self._schedule_expiry()
-        self._expiry_timer = self.timer.schedule(
-            self.config.offsets_retention_check_interval_ms, tick)

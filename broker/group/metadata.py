@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Callable, Iterable
 
@@ -308,7 +308,7 @@ class GroupMetadata:
         return bool(self.offsets) or bool(self.pending_offset_commits)
 
     def prepare_offset_commit(self, offsets: Iterable[TopicPartition]) -> None:
-        self.pending_offset_commits.update(offsets)
+        self.pending_offset_commits.update(list(offsets))
 
     def _unpend(self, tp: TopicPartition) -> None:
         self.pending_offset_commits[tp] -= 1
