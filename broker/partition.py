@@ -1,24 +1,35 @@
 """One partition replica on this broker: role, leader epoch, ISR, high watermark.
 
-Invariant: only the controller's LeaderAndIsr changes role, leader epoch and ISR
+Invariant: only the controller's LeaderAndIsr changes role and leader epoch
 (``make_leader`` / ``make_follower``, accepted only for a newer leader epoch);
-the high watermark never decreases while leader and equals the minimum LEO over
-the ISR (this broker's LEO is its log's). Follower LEOs are learned from their
-fetch offsets. Appends happen only as leader, stamped with the current leader
-epoch, after the idempotent-producer check. Plain object: no I/O beyond the log.
+the leader itself changes the ISR only through a conditional ZooKeeper write
+(``prepare_isr_update`` → ``complete_isr_update``, one at a time). As leader the
+high watermark never decreases and is the minimum LEO over the ISR plus the
+followers caught up within ``replica.lag.time.max.ms`` (Kafka's
+``maybeIncrementLeaderHW``); as follower it is min(leader HW, own LEO). Follower
+LEOs and ``lastCaughtUpTimeMs`` are learned from their fetches
+(``Replica.updateFetchState``). Appends happen as leader stamped with the current
+leader epoch after the idempotent-producer check, or as follower with the
+leader's batches as they are. Plain object: no I/O beyond the log; times are
+passed in (ms).
 """
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from odradek.protocol.errors import ErrorCode, KafkaError
-from odradek.protocol.record_batch import HEADER_SIZE, parse_header, peek_offset_and_length
+from odradek.protocol.record_batch import HEADER_SIZE, iter_headers, parse_header, peek_offset_and_length
+from odradek.zk.znodes import LeaderIsrAndControllerEpoch
 
 from .metadata_cache import PartitionState
 from .producer_state import ProducerStateManager
 
 log = logging.getLogger(__name__)
+
+DEFAULT_LAG_TIME_MAX_MS = 30000
+NEVER_MS = -(1 << 62)  # "never caught up" (Kafka uses 0, which only works with wall-clock times)
 
 
 def epoch_cache_of(log_: Any) -> Any:
@@ -30,13 +41,40 @@ def epoch_cache_of(log_: Any) -> Any:
     return None
 
 
+@dataclass
+class ReplicaState:
+    """The leader's view of one follower (Kafka's ``Replica``)."""
+    leo: int = -1
+    last_caught_up_time_ms: int = NEVER_MS
+    last_fetch_leader_leo: int = -1
+    last_fetch_time_ms: int = NEVER_MS
+
+    def update_fetch_state(self, fetch_offset: int, fetch_time_ms: int, leader_leo: int) -> None:
+        """``Replica.updateFetchState``: caught up now if at the leader's LEO, or caught up at
+        the previous fetch if it reached the LEO the leader had then."""
+        if fetch_offset >= leader_leo:
+            self.last_caught_up_time_ms = max(self.last_caught_up_time_ms, fetch_time_ms)
+        elif fetch_offset >= self.last_fetch_leader_leo:
+            self.last_caught_up_time_ms = max(self.last_caught_up_time_ms, self.last_fetch_time_ms)
+        self.leo = fetch_offset
+        self.last_fetch_leader_leo = leader_leo
+        self.last_fetch_time_ms = fetch_time_ms
+
+    def reset_last_caught_up_time(self, leader_leo: int, now_ms: int, last_caught_up_ms: int) -> None:
+        self.last_fetch_leader_leo = leader_leo
+        self.last_fetch_time_ms = now_ms
+        self.last_caught_up_time_ms = last_caught_up_ms
+
+
 class Partition:
     """A replica of (topic, partition) on broker ``broker_id``."""
 
-    def __init__(self, topic: str, partition: int, broker_id: int):
+    def __init__(self, topic: str, partition: int, broker_id: int,
+                 lag_time_max_ms: int = DEFAULT_LAG_TIME_MAX_MS):
         self.topic = topic
         self.partition = partition
         self.broker_id = broker_id
+        self.lag_time_max_ms = lag_time_max_ms
         self.log: Any = None
         self.leader_id = -1
         self.leader_epoch = -1
@@ -44,8 +82,10 @@ class Partition:
         self.zk_version = -1
         self.replicas: list[int] = []
         self.isr: list[int] = []
+        self.pending_isr: list[int] | None = None   # ISR being written to ZooKeeper
+        self.leader_epoch_start_offset: int | None = None
         self._high_watermark = 0
-        self.follower_leos: dict[int, int] = {}
+        self.remote: dict[int, ReplicaState] = {}
         self.producer_state = ProducerStateManager()
 
     @property
@@ -58,9 +98,9 @@ class Partition:
 
     @high_watermark.setter
     def high_watermark(self, value: int) -> None:
+        if self.log is not None:  # mirrored into the Log (clamped to [log start, LEO])
+            value = self.log.update_high_watermark(value)
         self._high_watermark = value
-        if self.log is not None:  # mirrored into the Log for readers that only see the log
-            self.log.update_high_watermark(value)
 
     @property
     def is_leader(self) -> bool:
@@ -73,6 +113,15 @@ class Partition:
     @property
     def log_start_offset(self) -> int:
         return self.log.log_start_offset
+
+    @property
+    def follower_leos(self) -> dict[int, int]:
+        return {r: st.leo for r, st in self.remote.items()}
+
+    @property
+    def maximal_isr(self) -> set[int]:
+        """The ISR counting a pending change's additions (what the HW must respect)."""
+        return set(self.isr) | set(self.pending_isr or ())
 
     def __repr__(self) -> str:
         return (f"Partition({self.topic}-{self.partition}, leader={self.leader_id}, "
@@ -87,39 +136,48 @@ class Partition:
         self.zk_version = state.zk_version
         self.replicas = list(state.replicas)
         self.isr = list(state.isr)
+        self.pending_isr = None
 
-    def make_leader(self, state: PartitionState, log_: Any, checkpoint_hw: int | None = None) -> bool:
+    def make_leader(self, state: PartitionState, log_: Any, checkpoint_hw: int | None = None,
+                    now_ms: int = 0) -> bool:
         """Become leader at ``state.leader_epoch``; True if this broker was not leader before."""
         was_leader = self.is_leader
+        if checkpoint_hw is not None and self.log is None:
+            self.log = log_
+            self.high_watermark = checkpoint_hw
         self.log = log_
         self._apply_state(state)
         leo = log_.log_end_offset
         cache = epoch_cache_of(log_)
         if cache is not None:
             cache.assign(state.leader_epoch, leo)
-        if not was_leader:
-            # Remote LEOs are unknown until the followers fetch again; producer
-            # state from an earlier leadership may be stale.
-            self.follower_leos = {r: -1 for r in self.replicas if r != self.broker_id}
-            self.producer_state.clear()
-            if checkpoint_hw is not None:
-                self.high_watermark = max(self.high_watermark, checkpoint_hw)
-        else:
-            self.follower_leos = {r: self.follower_leos.get(r, -1)
-                                  for r in self.replicas if r != self.broker_id}
-        self.high_watermark = min(max(self.high_watermark, log_.log_start_offset), leo)
-        self.maybe_increment_high_watermark()
+        self.leader_epoch_start_offset = leo
+        old = self.remote
+        self.remote = {}
+        for r in self.replicas:
+            if r == self.broker_id:
+                continue
+            st = ReplicaState(leo=old[r].leo if (was_leader and r in old) else -1)
+            st.reset_last_caught_up_time(leo, now_ms, now_ms if r in self.isr else NEVER_MS)
+            if not was_leader:  # remote LEOs are unknown until the followers fetch again
+                st.update_fetch_state(-1, NEVER_MS, -1)
+            self.remote[r] = st
+        self.high_watermark = self._high_watermark
+        self.maybe_increment_high_watermark(now_ms)
         return not was_leader
 
     def make_follower(self, state: PartitionState, log_: Any, checkpoint_hw: int | None = None) -> bool:
-        """Follow ``state.leader``; True if the leader changed."""
-        changed = self.leader_id != state.leader or self.log is None
+        """Follow ``state.leader``; True if the leader or the leader epoch changed (the
+        fetcher must restart, with truncation)."""
+        changed = self.leader_id != state.leader or self.log is None or state.leader_epoch > self.leader_epoch
+        if checkpoint_hw is not None and self.log is None:
+            self.log = log_
+            self.high_watermark = checkpoint_hw
         self.log = log_
         self._apply_state(state)
-        self.follower_leos = {}
-        if checkpoint_hw is not None:
-            self.high_watermark = max(self.high_watermark, checkpoint_hw)
-        self.high_watermark = min(max(self.high_watermark, log_.log_start_offset), log_.log_end_offset)
+        self.remote = {}
+        self.leader_epoch_start_offset = None
+        self.high_watermark = self._high_watermark
         return changed
 
     # ---------------------------------------------------------------- leader
@@ -132,7 +190,8 @@ class Partition:
             raise KafkaError(ErrorCode.FENCED_LEADER_EPOCH)
         raise KafkaError(ErrorCode.UNKNOWN_LEADER_EPOCH)
 
-    def append_as_leader(self, records: bytes, required_acks: int, min_insync_replicas: int) -> Any:
+    def append_as_leader(self, records: bytes, required_acks: int, min_insync_replicas: int,
+                         now_ms: int = 0) -> Any:
         """Append a producer's batch; returns the log's LogAppendInfo (or a duplicate's)."""
         if not self.is_leader:
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
@@ -149,26 +208,30 @@ class Partition:
         info = self.log.append_as_leader(records, self.leader_epoch)
         if header is not None and header.producer_id >= 0:
             self.producer_state.update(header, info.first_offset, info.last_offset, info.log_append_time)
-        self.maybe_increment_high_watermark()
+        self.maybe_increment_high_watermark(now_ms)
         return info
 
-    def update_follower_fetch_state(self, replica_id: int, fetch_offset: int) -> bool:
+    def update_follower_fetch_state(self, replica_id: int, fetch_offset: int, now_ms: int = 0) -> bool:
         """A follower fetched at ``fetch_offset`` (its LEO); True if the HW advanced."""
-        if replica_id not in self.follower_leos:
+        st = self.remote.get(replica_id)
+        if st is None or not self.is_leader:
             return False
-        self.follower_leos[replica_id] = fetch_offset
-        return self.maybe_increment_high_watermark()
+        prev = st.leo
+        st.update_fetch_state(fetch_offset, now_ms, self.log.log_end_offset)
+        if prev == st.leo:
+            return False
+        return self.maybe_increment_high_watermark(now_ms)
 
-    def maybe_increment_high_watermark(self) -> bool:
-        """HW = min LEO over the ISR; only moves forward. True if it moved."""
+    def maybe_increment_high_watermark(self, now_ms: int = 0) -> bool:
+        """HW = min LEO over the (maximal) ISR and recently caught-up followers; only moves
+        forward. True if it moved."""
         if not self.is_leader:
             return False
         new_hw = self.log.log_end_offset
-        for r in self.isr:
-            if r != self.broker_id:
-                leo = self.follower_leos.get(r, -1)
-                if leo < new_hw:
-                    new_hw = leo
+        isr = self.maximal_isr
+        for r, st in self.remote.items():
+            if st.leo < new_hw and (r in isr or now_ms - st.last_caught_up_time_ms <= self.lag_time_max_ms):
+                new_hw = st.leo
         if new_hw > self.high_watermark:
             self.high_watermark = new_hw
             return True
@@ -180,10 +243,96 @@ class Partition:
         if not self.is_leader:
             return True, ErrorCode.NOT_LEADER_OR_FOLLOWER
         if self.high_watermark >= required_offset:
-            if len(self.isr) < min_insync_replicas:
+            if len(self.maximal_isr) < min_insync_replicas:
                 return True, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
             return True, ErrorCode.NONE
         return False, ErrorCode.NONE
+
+    # ------------------------------------------------------------ ISR changes
+
+    def out_of_sync_replicas(self, now_ms: int, max_lag_ms: int) -> set[int]:
+        """ISR followers whose LEO != the leader's and that have not caught up for longer
+        than ``max_lag_ms`` (``getOutOfSyncReplicas``); empty while an update is pending."""
+        if not self.is_leader or self.pending_isr is not None:
+            return set()
+        leo = self.log.log_end_offset
+        out = set()
+        for r in self.isr:
+            if r == self.broker_id:
+                continue
+            st = self.remote.get(r)
+            if st is None or (st.leo != leo and now_ms - st.last_caught_up_time_ms > max_lag_ms):
+                out.add(r)
+        return out
+
+    def needs_expand_isr(self, replica_id: int) -> bool:
+        """A follower not in the ISR whose LEO reached the HW and the current epoch's start."""
+        if not self.is_leader or self.pending_isr is not None or replica_id in self.isr:
+            return False
+        st = self.remote.get(replica_id)
+        if st is None or self.leader_epoch_start_offset is None:
+            return False
+        return st.leo >= self.high_watermark and st.leo >= self.leader_epoch_start_offset
+
+    def prepare_isr_update(self, new_isr: list[int]) -> LeaderIsrAndControllerEpoch:
+        """Mark ``new_isr`` pending; the state to write conditionally on our zkVersion."""
+        self.pending_isr = list(new_isr)
+        return LeaderIsrAndControllerEpoch(self.broker_id, self.leader_epoch, list(new_isr),
+                                           self.controller_epoch, self.zk_version)
+
+    def complete_isr_update(self, leader_epoch: int, new_isr: list[int], new_zk_version: int | None,
+                            now_ms: int = 0) -> bool:
+        """Apply the write's outcome; True if the ISR changed (record it and re-check the HW).
+
+        Ignored when leadership or the epoch moved meanwhile (the controller's
+        LeaderAndIsr then carries the truth)."""
+        if not self.is_leader or leader_epoch != self.leader_epoch or self.pending_isr != list(new_isr):
+            return False
+        self.pending_isr = None
+        if new_zk_version is None:
+            log.info("Cached zkVersion %d of %s-%d not equal to that in zookeeper, skip updating ISR",
+                     self.zk_version, self.topic, self.partition)
+            return False
+        log.info("ISR of %s-%d changed from %s to %s", self.topic, self.partition, self.isr, new_isr)
+        self.isr = list(new_isr)
+        self.zk_version = new_zk_version
+        return True
+
+    # -------------------------------------------------------------- follower
+
+    def append_as_follower(self, records: bytes, leader_hw: int, leader_log_start: int) -> int:
+        """Append the leader's batches, then HW = min(leader HW, LEO); returns the new LEO."""
+        if records:
+            info = self.log.append_as_follower(records)
+            if info.first_offset >= 0:
+                for _, h in iter_headers(records):
+                    if h.producer_id >= 0:
+                        self.producer_state.update(h, h.base_offset, h.base_offset + h.last_offset_delta, -1)
+        self.high_watermark = min(leader_hw, self.log.log_end_offset)
+        if leader_log_start > self.log.log_start_offset:
+            try:
+                self.log.maybe_increment_log_start_offset(min(leader_log_start, self.high_watermark))
+            except KafkaError:
+                pass
+        return self.log.log_end_offset
+
+    def truncate_to(self, offset: int) -> None:
+        """Follower truncation: drop everything from ``offset`` (log, HW, producer state)."""
+        if self.log.truncate_to(offset):
+            self._forget_producers_from(offset)
+        self.high_watermark = min(self._high_watermark, self.log.log_end_offset)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        self.log.truncate_fully_and_start_at(offset)
+        self.producer_state.clear()
+        self.high_watermark = offset
+
+    def _forget_producers_from(self, offset: int) -> None:
+        for pid, entry in list(self.producer_state.producers.items()):
+            while entry.batches and entry.batches[-1].last_offset >= offset:
+                entry.batches.pop()
+            if not entry.batches:
+                del self.producer_state.producers[pid]
 
     # ----------------------------------------------------------------- reads
 

@@ -5,8 +5,13 @@ leave only through ``stop_replicas`` (both from the controller, rejected for a
 stale controller epoch). Produce appends only on the leader; acks=-1 responses
 wait in the produce purgatory until the HW covers the append; fetches that find
 fewer than min_bytes wait in the fetch purgatory; both are re-checked whenever a
-partition's LEO/HW or role changes. Sans-IO: the scheduler (``callLater``) and
-the log manager are injected; record bytes are never decoded here.
+partition's LEO/HW or role changes. As leader it also runs Kafka's classic ISR
+tasks: ``isr-expiration`` (every replica.lag.time.max.ms / 2) shrinks, follower
+fetches expand, both written by the leader to ZooKeeper with a conditional update
+on its cached zkVersion (``isr_writer``, off the reactor), and
+``isr-change-propagation`` (every 2.5 s) batches the changes into notifications.
+Sans-IO: the scheduler (``callLater``/``seconds``), the log manager and the
+ZooKeeper writers are injected; record bytes are never decoded here.
 """
 from __future__ import annotations
 
@@ -15,9 +20,12 @@ from typing import Any, Callable, Iterable
 
 from odradek.protocol.errors import ErrorCode, KafkaError
 
+from twisted.internet import defer, task
+
 from .delayed import (DelayedFetch, DelayedProduce, FetchParams, FetchPartition, ProducePartitionStatus,
                       Purgatory)
 from .metadata_cache import MetadataCache, PartitionState
+from .isr_propagation import CHECK_INTERVAL_MS, IsrChangePropagation
 from .partition import Partition
 
 log = logging.getLogger(__name__)
@@ -40,7 +48,9 @@ class ReplicaManager:
     """Hosted partitions, the produce and fetch purgatories, HW checkpoints."""
 
     def __init__(self, broker_id: int, config: Any, log_manager: Any, metadata_cache: MetadataCache,
-                 scheduler: Any, log_config_for: Callable[[str], Any] | None = None):
+                 scheduler: Any, log_config_for: Callable[[str], Any] | None = None,
+                 isr_writer: Callable[[TopicPartition, Any], defer.Deferred] | None = None,
+                 isr_notifier: Callable[[list[TopicPartition]], defer.Deferred] | None = None):
         self.broker_id = broker_id
         self.config = config
         self.log_manager = log_manager
@@ -53,9 +63,20 @@ class ReplicaManager:
         self.produce_purgatory = Purgatory("produce", scheduler)
         self.fetch_purgatory = Purgatory("fetch", scheduler)
         self._checkpoint_hws: dict[TopicPartition, int] = {}
-        # Hooks for the replica fetcher (issue 3): called with lists of Partitions.
+        # Hooks for the replica fetcher manager: called with lists of Partitions / tps.
         self.on_become_follower: Callable[[list[Partition]], None] = lambda parts: None
         self.on_stop_following: Callable[[list[TopicPartition]], None] = lambda tps: None
+        # Classic ISR path: (tp, LeaderIsrAndControllerEpoch) -> Deferred[new zk_version | None]
+        # and (tps) -> Deferred (one /isr_change_notification node); None = no ZooKeeper.
+        self.isr_writer = isr_writer
+        self.isr_notifier = isr_notifier
+        self.lag_time_max_ms = int(config["replica.lag.time.max.ms"])
+        self.isr_propagation = IsrChangePropagation(self.now_ms())
+        self.leader_endpoints: dict[int, tuple[str, int]] = {}  # from LeaderAndIsr live_leaders
+        self._loops: list[task.LoopingCall] = []
+
+    def now_ms(self) -> int:
+        return int(self.scheduler.seconds() * 1000)
 
     def startup(self) -> None:
         try:
@@ -63,8 +84,26 @@ class ReplicaManager:
         except Exception:
             log.exception("could not read high-watermark checkpoints; starting from log start offsets")
             self._checkpoint_hws = {}
+        self.isr_propagation = IsrChangePropagation(self.now_ms())
+        self._schedule(self.lag_time_max_ms / 2, "isr-expiration", self.maybe_shrink_isr)
+        self._schedule(CHECK_INTERVAL_MS, "isr-change-propagation", self.maybe_propagate_isr_changes)
+
+    def _schedule(self, interval_ms: float, name: str, fn: Callable[[], None]) -> None:
+        def run() -> None:
+            try:
+                fn()
+            except Exception:
+                log.exception("task %s failed", name)
+        loop = task.LoopingCall(run)
+        loop.clock = self.scheduler
+        loop.start(max(interval_ms, 1) / 1000.0, now=False)
+        self._loops.append(loop)
 
     def shutdown(self) -> None:
+        for loop in self._loops:
+            if loop.running:
+                loop.stop()
+        self._loops = []
         self.produce_purgatory.shutdown()
         self.fetch_purgatory.shutdown()
         self.checkpoint_high_watermarks()
@@ -130,15 +169,16 @@ class ReplicaManager:
             tp = (st.topic, st.partition)
             try:
                 log_ = self._get_or_create_log(tp)
-                p = self.partitions.get(tp) or Partition(st.topic, st.partition, self.broker_id)
+                p = self.partitions.get(tp) or Partition(st.topic, st.partition, self.broker_id,
+                                                         self.lag_time_max_ms)
                 hw = self._checkpoint_hws.pop(tp, None)
                 if st.leader == self.broker_id:
-                    p.make_leader(st, log_, hw)
+                    p.make_leader(st, log_, hw, self.now_ms())
                     log.info("became leader of %s-%d at epoch %d (isr %s, LEO %d, HW %d)", st.topic,
                              st.partition, st.leader_epoch, st.isr, p.log_end_offset, p.high_watermark)
                 else:
-                    p.make_follower(st, log_, hw)
-                    new_followers.append(p)
+                    if p.make_follower(st, log_, hw):
+                        new_followers.append(p)
                     log.info("became follower of %s-%d at epoch %d (leader %d)", st.topic, st.partition,
                              st.leader_epoch, st.leader)
                 self.partitions[tp] = p
@@ -217,7 +257,8 @@ class ReplicaManager:
         for tp, records in entries.items():
             try:
                 p = self.leader_partition(tp)
-                info = p.append_as_leader(records, required_acks, self.min_insync_replicas(tp[0]))
+                info = p.append_as_leader(records, required_acks, self.min_insync_replicas(tp[0]),
+                                          self.now_ms())
                 results[tp] = {"error_code": 0, "base_offset": info.first_offset,
                                "log_append_time_ms": info.log_append_time,
                                "log_start_offset": info.log_start_offset}
@@ -293,10 +334,75 @@ class ReplicaManager:
         return out
 
     def _update_follower_fetch_states(self, params: FetchParams) -> None:
+        now = self.now_ms()
         for fp in params.partitions:
             p = self.partitions.get(fp.tp)
-            if p is not None and p.is_leader and p.update_follower_fetch_state(params.replica_id, fp.fetch_offset):
+            if p is None or not p.is_leader:
+                continue
+            try:
+                p.check_leader_epoch(fp.current_leader_epoch)
+            except KafkaError:
+                continue  # the read answers the fencing error; the fetch offset means nothing
+            if not p.log_start_offset <= fp.fetch_offset <= p.log_end_offset:
+                continue  # out of range: not a LEO of this leader's log
+            if p.update_follower_fetch_state(params.replica_id, fp.fetch_offset, now):
                 self._wake(fp.tp)
+            if p.needs_expand_isr(params.replica_id):
+                new_isr = p.isr + [params.replica_id]
+                log.info("expanding ISR of %s-%d from %s to %s", fp.topic, fp.partition, p.isr, new_isr)
+                self._write_isr(p, new_isr)
+
+    # -------------------------------------------------------- ISR (classic path)
+
+    def maybe_shrink_isr(self) -> None:
+        """The isr-expiration task: drop followers not caught up for replica.lag.time.max.ms."""
+        now = self.now_ms()
+        for p in list(self.partitions.values()):
+            out = p.out_of_sync_replicas(now, self.lag_time_max_ms)
+            if out:
+                new_isr = [r for r in p.isr if r not in out]
+                log.info("shrinking ISR of %s-%d from %s to %s (out of sync: %s, leader LEO %d)", p.topic,
+                         p.partition, p.isr, new_isr, sorted(out), p.log_end_offset)
+                self._write_isr(p, new_isr)
+
+    def _write_isr(self, p: Partition, new_isr: list[int]) -> None:
+        """Write ``new_isr`` with a conditional update on the cached zkVersion (off the reactor)."""
+        if self.isr_writer is None:
+            return
+        state = p.prepare_isr_update(new_isr)
+        epoch = p.leader_epoch
+
+        def done(new_version: int | None) -> None:
+            if self.partitions.get(p.tp) is not p:
+                return
+            now = self.now_ms()
+            if p.complete_isr_update(epoch, new_isr, new_version, now):
+                self.isr_propagation.record(p.tp, now)
+            p.maybe_increment_high_watermark(now)
+            self._wake(p.tp)
+
+        def failed(f) -> None:
+            log.warning("updating the ISR of %s-%d in ZooKeeper failed: %s", p.topic, p.partition,
+                        f.getErrorMessage())
+            if p.leader_epoch == epoch and p.pending_isr == list(new_isr):
+                p.pending_isr = None
+
+        d = defer.maybeDeferred(self.isr_writer, p.tp, state)
+        d.addCallbacks(done, failed)
+        d.addErrback(lambda f: log.error("ISR update bookkeeping failed: %s", f.getTraceback()))
+
+    def maybe_propagate_isr_changes(self) -> None:
+        """The isr-change-propagation task: one /isr_change_notification node when due."""
+        if self.isr_notifier is None:
+            return
+        tps = self.isr_propagation.due(self.now_ms())
+        if not tps:
+            return
+
+        def failed(f) -> None:
+            log.warning("writing an ISR change notification failed: %s", f.getErrorMessage())
+            self.isr_propagation.restore(tps)
+        defer.maybeDeferred(self.isr_notifier, tps).addErrback(failed)
 
     def _fetchable(self, params: FetchParams, fp: FetchPartition, needed: int) -> int | None:
         """Bytes now readable for a parked fetch; None = answer at once."""

@@ -2,7 +2,7 @@
 
 Invariant: startup follows KafkaServer.startup (ZooKeeper session + persistent
 paths → cluster id → broker id → LogManager load/recovery → bind listeners →
-ReplicaManager → register the ephemeral /brokers/ids/<id> → controller election →
+ReplicaManager (ISR tasks) + replica fetchers → register the ephemeral /brokers/ids/<id> → controller election →
 periodic tasks), and shutdown reverses it (controlled shutdown, stop accepting,
 controller resignation, purgatories expired, HW checkpoint, LogManager.shutdown()
 writing the clean-shutdown marker, ZooKeeper session closed = unregistered).
@@ -56,6 +56,7 @@ class KafkaServer:
         self.controller: Any = None
         self.log_manager: Any = None
         self.replica_manager: ReplicaManager | None = None
+        self.fetcher_manager: Any = None
         self.metadata_cache: MetadataCache | None = None
         self.ctx: BrokerContext | None = None
         self.cluster_id: str | None = None
@@ -95,8 +96,13 @@ class KafkaServer:
             self.broker_id = await self._in_thread(self._generate_broker_id)
         await self._load_logs()
         self.metadata_cache = MetadataCache(self.broker_id, self.cluster_id)
-        self.replica_manager = ReplicaManager(self.broker_id, cfg, self.log_manager, self.metadata_cache,
-                                              self.reactor, self._log_config_for)
+        zk = self.zk
+        self.replica_manager = ReplicaManager(
+            self.broker_id, cfg, self.log_manager, self.metadata_cache, self.reactor, self._log_config_for,
+            isr_writer=lambda tp, state: self._in_thread(zk.conditional_update_partition_state, tp, state),
+            isr_notifier=lambda tps: self._in_thread(zk.create_isr_change_notification, tps))
+        from .replica_fetcher import ReplicaFetcherManager
+        self.fetcher_manager = ReplicaFetcherManager(self.broker_id, cfg, self.replica_manager, self.reactor)
         self.replica_manager.startup()
         self.ctx = BrokerContext(
             config=cfg, broker_id=self.broker_id, metadata_cache=self.metadata_cache,
@@ -274,6 +280,8 @@ class KafkaServer:
                 await defer.ensureDeferred(self.controller.shutdown())
             except Exception:
                 log.exception("controller shutdown failed")
+        if self.fetcher_manager is not None:
+            self.fetcher_manager.shutdown()
         if self.replica_manager is not None:
             self.replica_manager.shutdown()
         if self.log_manager is not None:

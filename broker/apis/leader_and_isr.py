@@ -2,7 +2,9 @@
 
 Invariant: rejected whole for a stale broker epoch (STALE_BROKER_EPOCH) or a
 stale controller epoch (STALE_CONTROLLER_EPOCH, decided by the replica manager);
-otherwise each partition is applied only for a newer leader epoch. A topic's
+otherwise each partition is applied only for a newer leader epoch (followers are
+handed to the replica fetchers, which reach the leaders at the request's
+live_leaders endpoints). A topic's
 config overrides are read once from /config/topics/<t> (in a thread) and cached,
 so logs are created with the topic's LogConfig.
 """
@@ -72,6 +74,10 @@ async def _handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:
         log.info("ignoring LeaderAndIsr with stale broker epoch %d (ours %d)", req.broker_epoch, ctx.broker_epoch)
         return _response(version, ErrorCode.STALE_BROKER_EPOCH, states, {})
     configs = await load_log_configs(ctx, {s.topic for s, _ in states})
+    endpoints = getattr(ctx.replica_manager, "leader_endpoints", None)
+    if endpoints is not None:  # where the replica fetchers find the leaders
+        for leader in req.live_leaders:
+            endpoints[leader.broker_id] = (leader.host_name, leader.port)
     top, errors = ctx.replica_manager.become_leader_or_follower(req.controller_epoch, [s for s, _ in states],
                                                                  configs)
     return _response(version, top, states, errors)

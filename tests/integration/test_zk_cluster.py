@@ -1,16 +1,9 @@
-"""LocalCluster and ``odradek cluster up|down|status`` with stand-in broker processes.
-
-The real broker is tested by the lead once it exists; here a tiny Python process
-plays one: it reads server.properties, listens on its port, registers
-/brokers/ids/<id> (ephemeral, Kafka's JSON) and tries to become /controller.
-Everything else (ZooKeeper ensemble, processes, PIDs, state file) is real.
-"""
+"""LocalCluster and ``odradek cluster up|down|status`` with real ZooKeeper and broker processes."""
 import json
 import os
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 
 import pytest
@@ -20,47 +13,9 @@ from odradek.zk.cluster import ClusterError, LocalCluster, pid_matches, read_sta
 
 ODRADEK = os.path.join(os.path.dirname(sys.executable), "odradek")
 
-FAKE_BROKER = textwrap.dedent('''
-    import signal, socket, sys, threading
-    from kazoo.client import KazooClient
-    from kazoo.exceptions import NodeExistsError
-    from odradek.zk.znodes import BrokerIdZNode, BrokerInfo, ControllerZNode, Endpoint
-    props = dict(l.split("=", 1) for l in open(sys.argv[1]).read().splitlines() if "=" in l and l[0] != "#")
-    if props.get("fail.on.start") == "true":
-        print("fake broker: failing as asked", flush=True)
-        sys.exit(3)
-    bid = int(props["broker.id"])
-    host, port = props["listeners"].split("://")[1].rsplit(":", 1)
-    srv = socket.socket(); srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    srv.bind((host, int(port))); srv.listen()
-    threading.Thread(target=lambda: [srv.accept()[0].close() for _ in iter(int, 1)], daemon=True).start()
-    zk = KazooClient(props["zookeeper.connect"], timeout=6); zk.start(30)
-    zk.create(BrokerIdZNode.path(bid), BrokerIdZNode.encode(BrokerInfo(bid, [Endpoint("PLAINTEXT", host, int(port))])),
-              ephemeral=True, makepath=True)
-    def elect(*_):
-        try:
-            zk.create(ControllerZNode.path, ControllerZNode.encode(bid), ephemeral=True)
-        except NodeExistsError:
-            zk.exists(ControllerZNode.path, watch=lambda e: elect())
-    elect()
-    print(f"fake broker {bid} up", flush=True)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    stop.wait()
-    zk.stop(); zk.close()
-''')
 
-
-@pytest.fixture
-def fake_broker(tmp_path):
-    path = tmp_path / "fake_broker.py"
-    path.write_text(FAKE_BROKER)
-    return [sys.executable, str(path)]
-
-
-def test_local_cluster_lifecycle(tmp_path, fake_broker):
-    cluster = LocalCluster(tmp_path / "c", zookeepers=1, brokers=3, overrides={"num.partitions": 3},
-                           broker_command=fake_broker)
+def test_local_cluster_lifecycle(tmp_path):
+    cluster = LocalCluster(tmp_path / "c", zookeepers=1, brokers=3, overrides={"num.partitions": 3})
     with cluster:
         props = (tmp_path / "c" / "broker-2" / "server.properties").read_text()
         assert "broker.id=2" in props and "num.partitions=3" in props
@@ -84,12 +39,12 @@ def test_local_cluster_lifecycle(tmp_path, fake_broker):
     assert not any(pid_matches(p, "") for p in pids)
 
 
-def test_broker_exit_fails_start_with_log_tail(tmp_path, fake_broker):
-    cluster = LocalCluster(tmp_path / "c", zookeepers=1, brokers=1, overrides={"fail.on.start": "true"},
-                           broker_command=fake_broker, startup_timeout=60)
+def test_broker_exit_fails_start_with_log_tail(tmp_path):
+    cluster = LocalCluster(tmp_path / "c", zookeepers=1, brokers=1, overrides={"log.segment.bytes": "lots"},
+                           startup_timeout=60)
     with pytest.raises(ClusterError) as info:
         cluster.start()
-    assert "broker 1 exited (code 3)" in str(info.value) and "failing as asked" in str(info.value)
+    assert "broker 1 exited (code 1)" in str(info.value) and "log.segment.bytes" in str(info.value)
     assert all(n.pid is None for n in cluster.ensemble.nodes.values())
 
 
@@ -97,8 +52,8 @@ def _odradek(env, *args, cwd=None):
     return subprocess.run([ODRADEK, *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=180)
 
 
-def test_cluster_up_status_down(tmp_path, fake_broker):
-    env = {**os.environ, "ODRADEK_BROKER_COMMAND": " ".join(fake_broker)}
+def test_cluster_up_status_down(tmp_path):
+    env = dict(os.environ)
     data = tmp_path / "data"
     state = None
     try:

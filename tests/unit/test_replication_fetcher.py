@@ -1,0 +1,274 @@
+"""The replica fetcher against a real in-memory leader (handlers through the codec) on
+task.Clock, and the leader's ISR tasks with fake ZooKeeper writers."""
+from __future__ import annotations
+
+import os
+
+import pytest
+from twisted.internet import defer
+
+from odradek.broker.apis import fetch, list_offsets, offset_for_leader_epoch, produce
+from odradek.broker.metadata_cache import PartitionState
+from odradek.broker.replica_fetcher import FetchStatus, ReplicaFetcherManager
+from odradek.protocol.apis import fetch as fetch_api
+from odradek.protocol.apis import list_offsets as list_offsets_api
+from odradek.protocol.apis import offset_for_leader_epoch as epoch_api
+from odradek.protocol.errors import ErrorCode
+
+from broker_fixtures import Broker, batch, call, call_deferred, fetch_body, produce_body
+
+HANDLERS = {fetch_api: fetch, epoch_api: offset_for_leader_epoch, list_offsets_api: list_offsets}
+
+
+class LoopbackClient:
+    """BrokerClient stand-in: runs the request through the leader's handlers and codec."""
+
+    def __init__(self, target: Broker):
+        self.target = target
+        self.sent: list = []
+        self.closed = False
+        self.down = False
+
+    def send(self, api, version, body):
+        self.sent.append((api.NAME if hasattr(api, "NAME") else api, body))
+        if self.closed or self.down:
+            return defer.fail(ConnectionError("down"))
+        return call_deferred(self.target, HANDLERS[api], version, body)
+
+    def close(self):
+        self.closed = True
+
+
+def _fired(d):
+    box = []
+    d.addBoth(box.append)
+    return box
+
+
+def advance(brokers, seconds, step=0.05):
+    for _ in range(int(seconds / step)):
+        for b in brokers:
+            b.clock.advance(step)
+
+
+def state(leader, epoch, isr, replicas=(1, 2), zk_version=0, topic="t"):
+    return PartitionState(topic, 0, 1, leader, epoch, list(isr), zk_version, list(replicas))
+
+
+@pytest.fixture
+def pair(tmp_path):
+    leader = Broker(tmp_path, 1, replica_fetch_wait_max_ms=200, replica_fetch_backoff_ms=100)
+    follower = Broker(tmp_path, 2, replica_fetch_wait_max_ms=200, replica_fetch_backoff_ms=100)
+    clients: dict = {}
+
+    def factory(leader_id, host, port, fid):
+        clients[leader_id] = LoopbackClient({1: leader, 2: follower}[leader_id])
+        return clients[leader_id]
+    mgr = ReplicaFetcherManager(2, follower.config, follower.rm, follower.clock, client_factory=factory)
+    follower.rm.leader_endpoints[1] = ("127.0.0.1", 1)
+    yield leader, follower, mgr, clients
+    mgr.shutdown()
+    follower.close()
+    leader.close()
+
+
+def log_bytes(broker, topic="t"):
+    d = broker.log_manager.get_log((topic, 0)).dir
+    return b"".join(open(os.path.join(d, n), "rb").read() for n in sorted(os.listdir(d)) if n.endswith(".log"))
+
+
+def test_follower_replicates_and_acks_all_completes(pair):
+    leader, follower, mgr, clients = pair
+    leader.lead("t", replicas=[1, 2], isr=[1, 2])
+    follower.rm.become_leader_or_follower(1, [state(1, 0, [1, 2])])
+    box = _fired(call_deferred(leader, produce, 8, produce_body("t", batch(5), acks=-1, timeout_ms=5000)))
+    advance([leader, follower], 1.0)
+    r = box[0].responses[0].partition_responses[0]
+    assert (r.error_code, r.base_offset) == (0, 0)
+    fp = follower.rm.get_partition(("t", 0))
+    assert fp.log_end_offset == 5 and leader.rm.get_partition(("t", 0)).high_watermark == 5
+    advance([leader, follower], 0.5)
+    assert fp.high_watermark == 5                     # learned from the next fetch response
+    assert log_bytes(leader) == log_bytes(follower)
+    # the follower's fetches carried its id and the current leader epoch
+    fetches = [b for n, b in clients[1].sent if n == fetch_api.NAME]
+    assert fetches and all(b["replica_id"] == 2 and b["topics"][0]["partitions"][0]["current_leader_epoch"] == 0
+                           for b in fetches)
+
+
+def test_returning_old_leader_truncates_divergent_tail(pair):
+    leader, follower, mgr, clients = pair
+    tp = ("t", 0)
+    # epoch 0: broker 1 leads, 3 records replicated to broker 2
+    leader.lead("t", replicas=[1, 2], isr=[1, 2])
+    follower.rm.become_leader_or_follower(1, [state(1, 0, [1, 2])])
+    call(leader, produce, 8, produce_body("t", batch(3), acks=1))
+    advance([leader, follower], 0.5)
+    assert follower.rm.get_partition(tp).log_end_offset == 3
+    # epoch 1: broker 2 leads and writes 2 records nobody replicates
+    follower.rm.become_leader_or_follower(1, [state(2, 1, [2])])
+    assert mgr.fetching() == {}
+    call(follower, produce, 8, produce_body("t", batch(2, value=b"lost"), acks=1))
+    assert follower.rm.get_partition(tp).log_end_offset == 5
+    # epoch 2: broker 1 leads again (it never saw epoch 1) and writes 4 records
+    leader.rm.become_leader_or_follower(1, [state(1, 2, [1])])
+    call(leader, produce, 8, produce_body("t", batch(4, value=b"new"), acks=1))
+    # broker 2 returns as a follower: drops 3..4 and fetches the leader's 3..6
+    follower.rm.become_leader_or_follower(1, [state(1, 2, [1, 2])])
+    advance([leader, follower], 1.0)
+    fp = follower.rm.get_partition(tp)
+    assert fp.log_end_offset == 7
+    assert log_bytes(leader) == log_bytes(follower)
+    asked = [b for n, b in clients[1].sent if n == epoch_api.NAME]
+    assert asked[-1]["topics"][0]["partitions"][0]["leader_epoch"] == 1
+    assert [(e.epoch, e.start_offset) for e in fp.log.leader_epoch_cache.entries] == [(0, 0), (2, 3)]
+
+
+def test_follower_without_epochs_truncates_to_hw(pair):
+    leader, follower, mgr, clients = pair
+    tp = ("t", 0)
+    leader.lead("t", replicas=[1, 2], isr=[1, 2])
+    # broker 2 has a log with 4 records but no epoch cache (e.g. older data) and HW 2
+    log_ = follower.log_manager.get_or_create_log(tp, follower.rm.log_config("t"))
+    log_.append_as_leader(batch(4), -1)
+    follower.rm._checkpoint_hws[tp] = 2
+    call(leader, produce, 8, produce_body("t", batch(2, value=b"x"), acks=1))
+    call(leader, produce, 8, produce_body("t", batch(3, value=b"y"), acks=1))
+    follower.rm.become_leader_or_follower(1, [state(1, 0, [1, 2])])
+    advance([leader, follower], 1.0)
+    assert follower.rm.get_partition(tp).log_end_offset == 5
+    assert not [b for n, b in clients[1].sent if n == epoch_api.NAME]
+
+
+def test_out_of_range_leader_log_start_moved(pair):
+    leader, follower, mgr, clients = pair
+    tp = ("t", 0)
+    leader.lead("t", replicas=[1, 2], isr=[1])
+    for _ in range(3):
+        call(leader, produce, 8, produce_body("t", batch(2), acks=1))
+    lp = leader.rm.get_partition(tp)
+    lp.log.roll()
+    lp.log.maybe_increment_log_start_offset(4)
+    lp.log.delete_old_segments()
+    assert lp.log.log_start_offset == 4
+    follower.rm.become_leader_or_follower(1, [state(1, 0, [1])])
+    advance([leader, follower], 1.0)
+    fp = follower.rm.get_partition(tp)
+    assert (fp.log.log_start_offset, fp.log_end_offset) == (4, 6)
+
+
+def test_fenced_and_connection_errors(pair):
+    leader, follower, mgr, clients = pair
+    tp = ("t", 0)
+    leader.lead("t", replicas=[1, 2], isr=[1, 2], leader_epoch=3)
+    follower.rm.become_leader_or_follower(1, [state(1, 1, [1, 2])])   # stale epoch 1 < 3
+    advance([leader, follower], 0.5)
+    assert mgr.fetching() == {}                    # fenced: removed until the next LeaderAndIsr
+    follower.rm.become_leader_or_follower(1, [state(1, 3, [1, 2])])
+    clients[1].down = True
+    advance([leader, follower], 0.5)
+    fetcher = next(iter(mgr.fetchers.values()))[1]
+    st = fetcher.partitions[tp]     # no epochs: truncated to its HW locally, then fetch failures
+    assert st.status is FetchStatus.FETCHING and st.delayed_until > follower.clock.seconds()
+    n = len(clients[1].sent)
+    advance([leader, follower], 0.5)
+    assert 2 <= len(clients[1].sent) - n <= 8      # retried with backoff, not a busy loop
+    clients[1].down = False
+    call(leader, produce, 8, produce_body("t", batch(2), acks=1))
+    advance([leader, follower], 1.0)
+    assert follower.rm.get_partition(tp).log_end_offset == 2
+    # becoming leader removes it from the fetcher; the idle fetcher is shut down
+    follower.rm.become_leader_or_follower(1, [state(2, 4, [2, 1])])
+    assert mgr.fetching() == {} and mgr.fetchers == {} and clients[1].closed
+    # StopReplica removes it as well
+    follower.rm.become_leader_or_follower(1, [state(1, 5, [1, 2])])
+    assert mgr.fetching() == {tp: 1}
+    follower.rm.stop_replicas(1, [(tp, False, 6)])
+    assert mgr.fetching() == {}
+
+
+# ------------------------------------------------------------ leader ISR tasks
+
+class FakeZk:
+    def __init__(self):
+        self.version = 0
+        self.writes: list = []
+        self.notifications: list = []
+        self.mismatch = False
+
+    def write(self, tp, st):
+        self.writes.append((tp, list(st.isr), st.zk_version, st.leader_epoch))
+        if self.mismatch or st.zk_version != self.version:
+            return defer.succeed(None)
+        self.version += 1
+        return defer.succeed(self.version)
+
+    def notify(self, tps):
+        self.notifications.append(list(tps))
+        return defer.succeed("/isr_change_notification/isr_change_0000000000")
+
+
+@pytest.fixture
+def lone_leader(tmp_path):
+    b = Broker(tmp_path, 1, replica_lag_time_max_ms=1000, replica_fetch_wait_max_ms=200, min_insync_replicas=2)
+    zk = FakeZk()
+    b.rm.isr_writer, b.rm.isr_notifier = zk.write, zk.notify
+    b.rm.shutdown()          # restart the tasks on the fixture's clock
+    b.rm.startup()
+    b.clock.advance(1)
+    yield b, zk
+    b.close()
+
+
+def test_shrink_completes_parked_produce_then_expand_and_propagate(lone_leader):
+    b, zk = lone_leader
+    tp = ("t", 0)
+    b.lead("t", replicas=[1, 2], isr=[1, 2])
+    box = _fired(call_deferred(b, produce, 8, produce_body("t", batch(3), acks=-1, timeout_ms=10000)))
+    b.clock.advance(1.0)
+    assert box == [] and zk.writes == []            # not lagging for longer than 1000 ms yet
+    b.clock.advance(0.6)
+    assert zk.writes == [(tp, [1], 0, 0)]
+    assert b.rm.get_partition(tp).isr == [1]
+    r = box[0].responses[0].partition_responses[0]
+    assert r.error_code == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+    assert b.rm.get_partition(tp).high_watermark == 3
+    r = call(b, produce, 8, produce_body("t", batch(1), acks=-1)).responses[0].partition_responses[0]
+    assert r.error_code == ErrorCode.NOT_ENOUGH_REPLICAS
+    r = call(b, produce, 8, produce_body("t", batch(1), acks=1)).responses[0].partition_responses[0]
+    assert (r.error_code, r.base_offset) == (0, 3)
+    # the follower catches up: ISR expands (written by the leader), HW follows it
+    call(b, fetch, 11, fetch_body("t", offset=2, replica_id=2))
+    assert len(zk.writes) == 1
+    call(b, fetch, 11, fetch_body("t", offset=4, replica_id=2))
+    assert zk.writes[-1] == (tp, [1, 2], 1, 0) and b.rm.get_partition(tp).isr == [1, 2]
+    # one notification, once 5 s passed without changes (checked every 2.5 s)
+    assert zk.notifications == []
+    b.clock.advance(2.5)
+    assert zk.notifications == []
+    b.clock.advance(5.0)
+    assert zk.notifications == [[tp]]
+    b.clock.advance(10)
+    assert zk.notifications == [[tp]]
+
+
+def test_shrink_skipped_on_zk_version_mismatch(lone_leader):
+    b, zk = lone_leader
+    tp = ("t", 0)
+    zk.mismatch = True
+    b.lead("t", replicas=[1, 2], isr=[1, 2])
+    call(b, produce, 8, produce_body("t", batch(3), acks=1))
+    b.clock.advance(2.0)
+    p = b.rm.get_partition(tp)
+    assert zk.writes and p.isr == [1, 2] and p.pending_isr is None
+    b.clock.advance(10)
+    assert zk.notifications == []
+
+
+def test_hw_checkpoint_is_the_real_hw(lone_leader, tmp_path):
+    b, zk = lone_leader
+    b.lead("t", replicas=[1, 2], isr=[1, 2])
+    call(b, produce, 8, produce_body("t", batch(3), acks=1))
+    call(b, fetch, 11, fetch_body("t", offset=2, replica_id=2))
+    b.rm.checkpoint_high_watermarks()
+    assert b.log_manager.read_high_watermarks()[("t", 0)] == 2
