@@ -6,13 +6,20 @@ keys are Kafka's (``linger.ms`` or ``linger_ms``), validated by ``config``.
 from odradek.protocol.errors import ErrorCode, KafkaError
 
 from .admin import AdminClient
+from .assignors import RangeAssignor, RoundRobinAssignor, StickyAssignor
 from .config import ClientConfig, ConfigError
-from .consumer import Consumer
+from .consumer import Consumer, ConsumerRebalanceListener
 from .producer import Producer
 from .structs import (
+    CommitFailedError,
     ConsumerRecord,
+    GroupDescription,
+    IllegalStateError,
     KafkaTimeoutError,
+    MemberDescription,
     NewTopic,
+    NoOffsetForPartitionError,
+    OffsetAndMetadata,
     OffsetAndTimestamp,
     RecordMetadata,
     TopicPartition,
@@ -21,5 +28,7 @@ from .structs import (
 __all__ = [
     "Producer", "Consumer", "AdminClient", "TopicPartition", "ConsumerRecord", "RecordMetadata",
     "NewTopic", "OffsetAndTimestamp", "KafkaError", "KafkaTimeoutError", "ErrorCode", "ClientConfig",
-    "ConfigError",
+    "ConfigError", "ConsumerRebalanceListener", "OffsetAndMetadata", "CommitFailedError",
+    "NoOffsetForPartitionError", "IllegalStateError", "GroupDescription", "MemberDescription",
+    "RangeAssignor", "RoundRobinAssignor", "StickyAssignor",
 ]

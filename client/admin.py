@@ -1,4 +1,4 @@
-"""AdminClient: create/delete topics through the controller; list/describe from Metadata.
+"""AdminClient: topics through the controller, consumer groups through their coordinators.
 
 Invariant: CreateTopics and DeleteTopics go to the broker Metadata names as
 controller; a NOT_CONTROLLER answer (or a lost connection) refreshes metadata
@@ -6,7 +6,9 @@ and retries just the affected topics until ``timeout_ms``. Errors follow
 kafka-python 2.1+: by default the call raises the first per-topic
 ``KafkaError`` (after every topic was tried); with ``raise_errors=False`` it
 returns ``{topic: KafkaError | None}``. TOPIC_ALREADY_EXISTS is a KafkaError with
-``code == ErrorCode.TOPIC_ALREADY_EXISTS``.
+``code == ErrorCode.TOPIC_ALREADY_EXISTS``. Group calls find each group's
+coordinator (FindCoordinator) and retry there on NOT_COORDINATOR /
+COORDINATOR_NOT_AVAILABLE / COORDINATOR_LOAD_IN_PROGRESS until the timeout.
 """
 from __future__ import annotations
 
@@ -15,14 +17,31 @@ import time
 from typing import Any, Iterable, Mapping
 
 from odradek.protocol.apis import create_topics as _create_topics
+from odradek.protocol.apis import delete_groups as _delete_groups
 from odradek.protocol.apis import delete_topics as _delete_topics
+from odradek.protocol.apis import describe_groups as _describe_groups
+from odradek.protocol.apis import list_groups as _list_groups
+from odradek.protocol.apis import offset_commit as _offset_commit
+from odradek.protocol.apis import offset_fetch as _offset_fetch
 from odradek.protocol.errors import ErrorCode, KafkaError
 
+from .assignors import Assignment, Subscription
 from .cluster import ClusterMetadata, NodePool
 from .config import ClientConfig
-from .structs import KafkaTimeoutError, NewTopic
+from .coordinator import find_coordinator, offsets_body
+from .structs import (
+    GroupDescription,
+    KafkaTimeoutError,
+    MemberDescription,
+    NewTopic,
+    OffsetAndMetadata,
+    TopicPartition,
+)
 
 _RETRY_CODES = frozenset({ErrorCode.NOT_CONTROLLER, ErrorCode.NETWORK_EXCEPTION, ErrorCode.REQUEST_TIMED_OUT})
+_COORD_RETRY = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                          ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.NETWORK_EXCEPTION,
+                          ErrorCode.REQUEST_TIMED_OUT})
 
 
 class AdminClient:
@@ -174,6 +193,140 @@ class AdminClient:
                 "controller_id": c.controller_id,
                 "cluster_id": c.cluster_id,
             }
+
+    # -- consumer groups ----------------------------------------------------------------
+
+    def _group_call(self, group_id: str, api, body: dict, error_of) -> Any:
+        """Send ``body`` to ``group_id``'s coordinator; retry while ``error_of(resp)`` is a coordinator error."""
+        timeout = self.config["request.timeout.ms"] / 1000.0
+        deadline = time.monotonic() + timeout
+        backoff = self.config["retry.backoff.ms"] / 1000.0
+        while True:
+            node = -1
+            try:
+                node, _host, _port = find_coordinator(self._cluster, self._pool, group_id,
+                                                      max(0.001, deadline - time.monotonic()))
+                conn = self._pool.get(node)
+                resp = conn.request(api, body, version=conn.version_for(api, api.MAX_VERSION))
+                code = ErrorCode(error_of(resp))
+                if code not in _COORD_RETRY:
+                    return node, resp
+                last: KafkaError = KafkaError(code, f"{api.NAME} for group {group_id!r}")
+            except KafkaError as exc:
+                if not exc.retriable or isinstance(exc, KafkaTimeoutError):
+                    raise
+                if node >= 0:
+                    self._pool.drop(node, exc)
+                last = exc
+            if time.monotonic() + backoff >= deadline:
+                raise KafkaTimeoutError(f"{api.NAME} for group {group_id!r} did not complete ({last})")
+            time.sleep(backoff)
+
+    def list_consumer_groups(self) -> list[tuple[str, str]]:
+        """[(group_id, protocol_type)] over every broker (each lists the groups it coordinates)."""
+        with self._lock:
+            self._cluster.refresh([])
+            out: dict[str, str] = {}
+            for node in sorted(self._cluster.brokers):
+                try:
+                    conn = self._pool.get(node)
+                    resp = conn.request(_list_groups, {"states_filter": []},
+                                        version=conn.version_for(_list_groups, _list_groups.MAX_VERSION))
+                except KafkaError as exc:
+                    if not exc.retriable:
+                        raise
+                    self._pool.drop(node, exc)
+                    raise KafkaError(exc.code, f"ListGroups on broker {node}: {exc}") from None
+                if resp.error_code != ErrorCode.NONE:
+                    raise KafkaError(resp.error_code, f"ListGroups on broker {node}")
+                for g in resp.groups:
+                    out[g.group_id] = g.protocol_type
+            return sorted(out.items())
+
+    def describe_consumer_groups(self, group_ids: Iterable[str]) -> list[GroupDescription]:
+        """State, protocol and members (client id, host, subscription and assignment decoded) per group."""
+        out = []
+        with self._lock:
+            for gid in group_ids:
+                node, resp = self._group_call(gid, _describe_groups, {"groups": [gid],
+                                                                      "include_authorized_operations": False},
+                                              lambda r: r.groups[0].error_code if r.groups else 0)
+                g = resp.groups[0]
+                if g.error_code != ErrorCode.NONE:
+                    raise KafkaError(g.error_code, f"DescribeGroups {gid!r}")
+                members = []
+                for m in g.members:
+                    topics: tuple[str, ...] = ()
+                    assignment: tuple[TopicPartition, ...] = ()
+                    if g.protocol_type == "consumer":
+                        try:
+                            topics = tuple(Subscription.decode(m.member_metadata).topics) if m.member_metadata else ()
+                            assignment = tuple(Assignment.decode(m.member_assignment).partitions)
+                        except ValueError:
+                            pass
+                    members.append(MemberDescription(m.member_id, getattr(m, "group_instance_id", None),
+                                                     m.client_id, m.client_host, topics, assignment))
+                out.append(GroupDescription(g.group_id, g.group_state, g.protocol_type, g.protocol_data,
+                                            tuple(members), node, int(g.error_code)))
+        return out
+
+    def list_consumer_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition] | None = None
+                                    ) -> dict[TopicPartition, OffsetAndMetadata]:
+        """Committed offsets of ``group_id`` (all of them, or of ``partitions``; uncommitted ones left out)."""
+        if partitions is None:
+            topics = None
+        else:
+            by_topic: dict[str, list[int]] = {}
+            for tp in partitions:
+                by_topic.setdefault(tp[0], []).append(tp[1])
+            topics = [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()]
+        with self._lock:
+            _node, resp = self._group_call(group_id, _offset_fetch, {"group_id": group_id, "topics": topics},
+                                           lambda r: r.error_code or 0)
+        if resp.error_code:
+            raise KafkaError(resp.error_code, f"OffsetFetch for group {group_id!r}")
+        out: dict[TopicPartition, OffsetAndMetadata] = {}
+        for t in resp.topics:
+            for p in t.partitions:
+                if p.error_code not in (ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
+                    raise KafkaError(p.error_code, f"OffsetFetch {t.name}-{p.partition_index}")
+                if p.committed_offset >= 0:
+                    out[TopicPartition(t.name, p.partition_index)] = OffsetAndMetadata(
+                        p.committed_offset, p.metadata or "", p.committed_leader_epoch)
+        return dict(sorted(out.items()))
+
+    def alter_consumer_group_offsets(self, group_id: str, offsets: Mapping[TopicPartition, Any],
+                                     raise_errors: bool = True) -> dict[TopicPartition, KafkaError | None]:
+        """Commit ``offsets`` for an inactive group (OffsetCommit with generation -1, like Kafka's admin)."""
+        oms = {TopicPartition(*tp): v if isinstance(v, OffsetAndMetadata) else OffsetAndMetadata(int(v))
+               for tp, v in offsets.items()}
+        body = {"group_id": group_id, "generation_id": -1, "member_id": "", "group_instance_id": None,
+                "retention_time_ms": -1, "topics": offsets_body(oms)}
+
+        def first_error(r: Any) -> int:
+            return next((p.error_code for t in r.topics for p in t.partitions if p.error_code in _COORD_RETRY), 0)
+
+        with self._lock:
+            _node, resp = self._group_call(group_id, _offset_commit, body, first_error)
+        results: dict[TopicPartition, KafkaError | None] = {}
+        for t in resp.topics:
+            for p in t.partitions:
+                tp = TopicPartition(t.name, p.partition_index)
+                results[tp] = None if p.error_code == ErrorCode.NONE else KafkaError(
+                    p.error_code, f"{group_id}: {tp.topic}-{tp.partition}")
+        return self._finish(results, raise_errors)  # type: ignore[arg-type]
+
+    def delete_consumer_groups(self, group_ids: Iterable[str], raise_errors: bool = True
+                               ) -> dict[str, KafkaError | None]:
+        """Delete empty groups: {group: None | KafkaError (GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, ...)}."""
+        results: dict[str, KafkaError | None] = {}
+        with self._lock:
+            for gid in group_ids:
+                _node, resp = self._group_call(gid, _delete_groups, {"groups_names": [gid]},
+                                               lambda r: r.results[0].error_code if r.results else 0)
+                code = resp.results[0].error_code if resp.results else ErrorCode.UNKNOWN_SERVER_ERROR
+                results[gid] = None if code == ErrorCode.NONE else KafkaError(code, f"group {gid!r}")
+        return self._finish(results, raise_errors)  # type: ignore[arg-type]
 
     def close(self) -> None:
         with self._lock:

@@ -115,6 +115,15 @@ def _any(name: str, v: Any) -> Any:
     return v
 
 
+def _strategies(name: str, v: Any) -> tuple[Any, ...]:
+    """Assignor names (``range``, ``roundrobin``, ``sticky``, Java class names) or assignor objects."""
+    items = [x.strip() for x in v.split(",")] if isinstance(v, str) else list(v if isinstance(v, (list, tuple)) else [v])
+    items = [x for x in items if x != ""]
+    if not items:
+        raise ConfigError(f"{name} must name at least one assignor")
+    return tuple(items)
+
+
 _Spec = tuple[Any, Callable[[str, Any], Any]]
 
 COMMON: dict[str, _Spec] = {
@@ -160,9 +169,17 @@ CONSUMER: dict[str, _Spec] = {
     "check.crcs": (True, _bool),
     "consumer.timeout.ms": (float("inf"), _float_or_inf),  # kafka-python: iteration stops after this idle time
     "client.rack": ("", _str),
-    # accepted for familiarity; groups are not implemented by this consumer yet
     "group.id": (None, _str),
+    "group.instance.id": (None, _str),
     "enable.auto.commit": (True, _bool),
+    "auto.commit.interval.ms": (5000, _int(0, MAX_INT)),
+    "session.timeout.ms": (10000, _int(1, MAX_INT)),
+    "heartbeat.interval.ms": (3000, _int(1, MAX_INT)),
+    "max.poll.interval.ms": (300000, _int(1, MAX_INT)),
+    "partition.assignment.strategy": (("range",), _strategies),
+    "exclude.internal.topics": (True, _bool),
+    "allow.auto.create.topics": (True, _bool),
+    "default.api.timeout.ms": (60000, _int(0, MAX_INT)),
     "key.deserializer": (None, _callable_or_none),
     "value.deserializer": (None, _callable_or_none),
 }
@@ -192,6 +209,8 @@ class ClientConfig(Mapping[str, Any]):
             values[key] = specs[key][1](key, value)
         if isinstance(values["bootstrap.servers"], str):
             values["bootstrap.servers"] = _servers("bootstrap.servers", values["bootstrap.servers"])
+        if kind == "consumer":
+            _check_consumer(values)
         if kind == "producer":
             values["compression.type"] = _compression("compression.type", values["compression.type"])
             _check_producer(values, given_keys={normalize_key(k) for k in given})
@@ -214,6 +233,13 @@ class ClientConfig(Mapping[str, Any]):
 
     def __repr__(self) -> str:
         return f"ClientConfig({self.kind!r}, {self._values!r})"
+
+
+def _check_consumer(values: dict[str, Any]) -> None:
+    if values["heartbeat.interval.ms"] >= values["session.timeout.ms"]:
+        raise ConfigError("heartbeat.interval.ms must be lower than session.timeout.ms")
+    if values["group.instance.id"] is not None and not values["group.instance.id"]:
+        raise ConfigError("group.instance.id must be a non-empty string")
 
 
 def _check_producer(values: dict[str, Any], given_keys: set[str]) -> None:

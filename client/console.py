@@ -2,7 +2,8 @@
 
 Invariant: the producer turns each stdin line into one record (key split off
 at ``key.separator`` when ``parse.key=true``) and flushes at EOF; the consumer
-assigns every partition of the topic (or ``--partition``; no groups yet),
+assigns every partition of the topic (or ``--partition``), or with
+``--group`` subscribes as a member of that group (committing its offsets),
 prints records in DefaultMessageFormatter's layout and always ends with
 ``Processed a total of N messages`` on stderr, also after Ctrl-C.
 """
@@ -116,7 +117,7 @@ def consumer_parser() -> ArgParser:
     ap.add_argument("--property", action="append", default=[])
     ap.add_argument("--consumer-property", action="append", default=[])
     ap.add_argument("--consumer.config", dest="consumer_config")
-    ap.add_argument("--group", help="accepted; consumer groups are not implemented yet")
+    ap.add_argument("--group", help="consumer group id: subscribe as a group member and commit offsets")
     ap.add_argument("--isolation-level", default="read_uncommitted")
     ap.add_argument("--skip-message-on-error", action="store_true")
     return ap
@@ -156,7 +157,8 @@ def consumer_config(args: Any) -> dict[str, Any]:
                            "auto.offset.reset": "earliest" if args.from_beginning else "latest"}
     cfg.update(properties_file(args.consumer_config))
     cfg.update(kv_pairs(args.consumer_property, "--consumer-property"))
-    cfg.pop("group.id", None)
+    if getattr(args, "group", None):
+        cfg["group.id"] = args.group
     cfg["bootstrap.servers"] = resolve_bootstrap(args.bootstrap_server or cfg.get("bootstrap.servers"))
     return cfg
 
@@ -185,13 +187,17 @@ def consumer_main(argv: list[str]) -> int:
             parts = consumer.partitions_for_topic(args.topic)
             if parts is None:
                 raise ToolError(f"topic {args.topic!r} does not exist")
-            if args.partition is not None:
+            if consumer.config["group.id"] and args.partition is None:
+                consumer.subscribe([args.topic])
+                tps = []
+            elif args.partition is not None:
                 if args.partition not in parts:
                     raise ToolError(f"partition {args.partition} of topic {args.topic!r} does not exist")
                 tps = [TopicPartition(args.topic, args.partition)]
             else:
                 tps = [TopicPartition(args.topic, p) for p in sorted(parts)]
-            consumer.assign(tps)
+            if tps:
+                consumer.assign(tps)
             if args.offset is not None:
                 off = args.offset.lower()
                 if off == "earliest":

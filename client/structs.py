@@ -65,8 +65,56 @@ class NewTopic:
                 f"replication_factor={self.replication_factor}, topic_configs={self.topic_configs!r})")
 
 
+class OffsetAndMetadata(NamedTuple):
+    """A committed offset: the next offset to consume, its metadata string and leader epoch."""
+    offset: int
+    metadata: str = ""
+    leader_epoch: int = -1
+
+
+class MemberDescription(NamedTuple):
+    """One member of a described consumer group (subscription and assignment decoded)."""
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    topics: tuple[str, ...]
+    assignment: tuple[TopicPartition, ...]
+
+
+class GroupDescription(NamedTuple):
+    """DescribeGroups for one group; ``coordinator`` is the broker id that answered."""
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol: str
+    members: tuple[MemberDescription, ...]
+    coordinator: int
+    error_code: int = 0
+
+
 class KafkaTimeoutError(KafkaError):
     """A client-side wait ran out (future.get, max.block.ms, delivery.timeout.ms)."""
 
     def __init__(self, message: str) -> None:
         super().__init__(ErrorCode.REQUEST_TIMED_OUT, message)
+
+
+class CommitFailedError(KafkaError):
+    """An OffsetCommit the group rejected (rebalance, unknown member, stale generation)."""
+
+
+class NoOffsetForPartitionError(KafkaError):
+    """No committed offset and ``auto.offset.reset=none`` (Java's NoOffsetForPartitionException)."""
+
+    def __init__(self, partitions: "Sequence[TopicPartition]") -> None:
+        self.partitions = tuple(partitions)
+        names = ", ".join(f"{tp.topic}-{tp.partition}" for tp in self.partitions)
+        super().__init__(ErrorCode.OFFSET_OUT_OF_RANGE, f"undefined offset with no reset policy for partitions: {names}")
+
+
+class IllegalStateError(KafkaError):
+    """An API used in the wrong state (e.g. subscribe() after assign())."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(ErrorCode.UNKNOWN_SERVER_ERROR, message)

@@ -1,0 +1,185 @@
+"""Consumer groups of our Consumer against real brokers: rebalances, commits, the consumer-groups CLI."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from odradek.client import AdminClient, Consumer, NewTopic, Producer, TopicPartition
+from odradek.client import consumer_groups_cli
+
+
+def _broker_runs_group_coordinator() -> bool:
+    """The group APIs answer only once server.py starts a GroupCoordinator (being wired by the broker work)."""
+    import inspect
+
+    from odradek.broker import server
+    return "GroupCoordinator" in inspect.getsource(server)
+
+
+pytestmark = [pytest.mark.timeout(300),
+              pytest.mark.skipif(not _broker_runs_group_coordinator(),
+                                 reason="the broker does not start its GroupCoordinator yet")]
+
+
+
+
+@pytest.fixture
+def bootstrap(cluster_factory):
+    c = cluster_factory(brokers=3, overrides={"group.initial.rebalance.delay.ms": 0,
+                                              "offsets.topic.replication.factor": 3,
+                                              "offsets.topic.num.partitions": 6})
+    return c.bootstrap_servers
+
+
+def create_topic(bootstrap, name, partitions):
+    with AdminClient(bootstrap_servers=bootstrap) as admin:
+        admin.create_topics([NewTopic(name, partitions, 2)])
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            d = admin.describe_topics([name])[0]
+            if len(d["partitions"]) == partitions and all(p["leader"] >= 0 for p in d["partitions"]):
+                return
+            time.sleep(0.1)
+    raise AssertionError(f"topic {name} has no leaders")
+
+
+def produce(bootstrap, topic, n, partitions):
+    p = Producer(bootstrap_servers=bootstrap, acks="all")
+    for i in range(n):
+        p.send(topic, f"v{i}".encode(), partition=i % partitions)
+    p.flush()
+    p.close()
+
+
+def consumer(bootstrap, group, **kw):
+    kw.setdefault("auto_offset_reset", "earliest")
+    kw.setdefault("heartbeat_interval_ms", 300)
+    kw.setdefault("session_timeout_ms", 10000)
+    return Consumer(bootstrap_servers=bootstrap, group_id=group, **kw)
+
+
+def poll_until(consumers, cond, timeout=60.0, sink=None):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for c in consumers:
+            for recs in c.poll(50).values():
+                if sink is not None:
+                    sink.extend(recs)
+        if cond():
+            return
+    raise AssertionError("not reached; assignments: " + str([sorted(c.assignment()) for c in consumers]))
+
+
+def generations_agree(cs):
+    return len({c._coordinator.generation.generation_id for c in cs}) == 1 and all(
+        c._coordinator.stable() for c in cs)
+
+
+def test_three_then_four_members_then_close(bootstrap):
+    create_topic(bootstrap, "orders", 6)
+    produce(bootstrap, "orders", 60, 6)
+    cs = [consumer(bootstrap, "billing") for _ in range(3)]
+    for c in cs:
+        c.subscribe(["orders"])
+    seen = []
+    poll_until(cs, lambda: generations_agree(cs) and all(len(c.assignment()) == 2 for c in cs), sink=seen)
+    assert set().union(*(c.assignment() for c in cs)) == {TopicPartition("orders", p) for p in range(6)}
+    poll_until(cs, lambda: len(seen) >= 60, sink=seen)
+    assert sorted(r.value for r in seen) == sorted(f"v{i}".encode() for i in range(60))
+
+    fourth = consumer(bootstrap, "billing")
+    fourth.subscribe(["orders"])
+    everyone = cs + [fourth]
+    poll_until(everyone, lambda: generations_agree(everyone)
+               and sorted(len(c.assignment()) for c in everyone) == [1, 1, 2, 2])
+
+    leaving = cs[0].assignment()
+    cs[0].close()
+    rest = cs[1:] + [fourth]
+    poll_until(rest, lambda: generations_agree(rest) and sorted(len(c.assignment()) for c in rest) == [2, 2, 2])
+    assert leaving <= set().union(*(c.assignment() for c in rest))
+    for c in rest:
+        c.close()
+    with AdminClient(bootstrap_servers=bootstrap) as admin:
+        offsets = admin.list_consumer_group_offsets("billing")
+        assert sum(om.offset for om in offsets.values()) == 60
+
+
+def test_commit_then_restart_resumes(bootstrap):
+    create_topic(bootstrap, "events", 2)
+    produce(bootstrap, "events", 20, 2)
+    c = consumer(bootstrap, "resume", enable_auto_commit=False)
+    c.subscribe(["events"])
+    got = []
+    poll_until([c], lambda: len(got) >= 20, sink=got)
+    c.commit({TopicPartition("events", 0): 4, TopicPartition("events", 1): 7})
+    assert c.committed(TopicPartition("events", 1)) == 7
+    c.close()
+
+    c2 = consumer(bootstrap, "resume", enable_auto_commit=False)
+    c2.subscribe(["events"])
+    got2 = []
+    poll_until([c2], lambda: len(got2) >= 20 - 4 - 7, sink=got2)
+    first = {}
+    for r in got2:
+        first.setdefault(r.partition, r.offset)
+    assert first == {0: 4, 1: 7}
+    c2.close(autocommit=False)
+
+
+def test_consumer_groups_cli_describe_reset_delete(bootstrap, capsys):
+    create_topic(bootstrap, "clicks", 3)
+    produce(bootstrap, "clicks", 30, 3)
+    c = consumer(bootstrap, "cli-group", client_id="cli-client")
+    c.subscribe(["clicks"])
+    got = []
+    poll_until([c], lambda: len(got) >= 30, sink=got)
+    c.commit()
+    capsys.readouterr()
+
+    assert consumer_groups_cli.main(["--bootstrap-server", bootstrap, "--list"]) == 0
+    assert "cli-group" in capsys.readouterr().out.split()
+
+    assert consumer_groups_cli.main(["--bootstrap-server", bootstrap, "--describe", "--group", "cli-group"]) == 0
+    out = capsys.readouterr().out
+    lines = [ln.split() for ln in out.strip().splitlines()]
+    assert lines[0] == ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID",
+                        "HOST", "CLIENT-ID"]
+    assert sorted((r[1], r[2], r[3], r[4], r[5], r[8]) for r in lines[1:]) == [
+        ("clicks", str(p), "10", "10", "0", "cli-client") for p in range(3)]
+
+    # resetting an active group is refused
+    assert consumer_groups_cli.main(["--bootstrap-server", bootstrap, "--reset-offsets", "--group", "cli-group",
+                                     "--topic", "clicks", "--to-earliest", "--execute"]) == 1
+    assert "inactive" in capsys.readouterr().err
+    c.close()
+
+    assert consumer_groups_cli.main(["--bootstrap-server", bootstrap, "--describe", "--group", "cli-group"]) == 0
+    captured = capsys.readouterr()
+    assert "Consumer group 'cli-group' has no active members." in captured.err
+    assert captured.out.count("clicks") == 3
+
+    assert consumer_groups_cli.main(["--bootstrap-server", bootstrap, "--reset-offsets", "--group", "cli-group",
+                                     "--topic", "clicks:0,2", "--to-offset", "3", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert out.split()[:4] == ["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"]
+    with AdminClient(bootstrap_servers=bootstrap) as admin:
+        assert admin.list_consumer_group_offsets("cli-group")[TopicPartition("clicks", 0)].offset == 10
+    assert consumer_groups_cli.main(["--bootstrap-server", bootstrap, "--reset-offsets", "--group", "cli-group",
+                                     "--all-topics", "--to-earliest", "--execute"]) == 0
+    rows = [ln.split() for ln in capsys.readouterr().out.strip().splitlines()[1:]]
+    assert rows == [["cli-group", "clicks", str(p), "0"] for p in range(3)]
+    with AdminClient(bootstrap_servers=bootstrap) as admin:
+        assert {om.offset for om in admin.list_consumer_group_offsets("cli-group").values()} == {0}
+
+    c2 = consumer(bootstrap, "cli-group")
+    c2.subscribe(["clicks"])
+    again = []
+    poll_until([c2], lambda: len(again) >= 30, sink=again)  # re-reads everything after the reset
+    c2.close()
+
+    assert consumer_groups_cli.main(["--bootstrap-server", bootstrap, "--delete", "--group", "cli-group"]) == 0
+    assert "was successful" in capsys.readouterr().out
+    assert consumer_groups_cli.main(["--bootstrap-server", bootstrap, "--delete", "--group", "cli-group"]) == 1
+    assert capsys.readouterr().err.startswith("Error: ")
