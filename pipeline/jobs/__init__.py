@@ -1,0 +1,1 @@
+"""Example pipelines (odradek.pipeline.jobs)."""

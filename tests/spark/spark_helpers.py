@@ -1,0 +1,45 @@
+"""Small helpers shared by the Spark tests (topics, producing, reading back with the plain Consumer)."""
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+from odradek.client import AdminClient, Consumer, NewTopic, TopicPartition
+
+
+def wait_for(condition: Callable[[], object], timeout: float, what: str, interval: float = 0.2):
+    """Poll ``condition`` until truthy (returned) or fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(interval)
+
+
+def create_topic(bootstrap: str, name: str, partitions: int, rf: int = 1, configs: dict | None = None) -> None:
+    with AdminClient(bootstrap_servers=bootstrap) as admin:
+        admin.create_topics([NewTopic(name, partitions, rf, topic_configs=configs or {})])
+    # wait until every partition has a leader in metadata
+    with AdminClient(bootstrap_servers=bootstrap) as admin:
+        wait_for(lambda: all(p["leader"] >= 0 for t in admin.describe_topics([name]) for p in t["partitions"])
+                 and admin.describe_topics([name])[0]["partitions"], 30, f"leaders of {name}")
+
+
+def read_all(bootstrap: str, topic: str, timeout: float = 30.0) -> list:
+    """Every record of ``topic`` up to its current end offsets, via the plain Consumer."""
+    with Consumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest") as c:
+        parts = sorted(c.partitions_for_topic(topic) or [])
+        tps = [TopicPartition(topic, p) for p in parts]
+        c.assign(tps)
+        ends = c.end_offsets(tps)
+        out = []
+        deadline = time.monotonic() + timeout
+        while any(c.position(tp) < ends[tp] for tp in tps):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"could not read {topic} to its end in {timeout} s")
+            for recs in c.poll(timeout_ms=500).values():
+                out.extend(r for r in recs if r.offset < ends[TopicPartition(r.topic, r.partition)])
+        return out
