@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.record_batch import HEADER_SIZE, iter_headers, parse_header, peek_offset_and_length
@@ -87,6 +87,8 @@ class Partition:
         self._high_watermark = 0
         self.remote: dict[int, ReplicaState] = {}
         self.producer_state = ProducerStateManager()
+        # told (tp, offset) after a truncation (the log cleaner's checkpoint must follow)
+        self.on_truncate: Callable[[tuple[str, int], int], None] | None = None
 
     @property
     def tp(self) -> tuple[str, int]:
@@ -320,12 +322,16 @@ class Partition:
         """Follower truncation: drop everything from ``offset`` (log, HW, producer state)."""
         if self.log.truncate_to(offset):
             self._forget_producers_from(offset)
+            if self.on_truncate is not None:
+                self.on_truncate(self.tp, offset)
         self.high_watermark = min(self._high_watermark, self.log.log_end_offset)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         self.log.truncate_fully_and_start_at(offset)
         self.producer_state.clear()
         self.high_watermark = offset
+        if self.on_truncate is not None:
+            self.on_truncate(self.tp, offset)
 
     def _forget_producers_from(self, offset: int) -> None:
         for pid, entry in list(self.producer_state.producers.items()):

@@ -66,6 +66,12 @@ class ReplicaManager:
         # Hooks for the replica fetcher manager: called with lists of Partitions / tps.
         self.on_become_follower: Callable[[list[Partition]], None] = lambda parts: None
         self.on_stop_following: Callable[[list[TopicPartition]], None] = lambda tps: None
+        # Hooks for the group coordinator (Kafka's onLeadershipChange / StopReplica resignation):
+        # (partitions now led, partitions now followed) after LeaderAndIsr; tps after StopReplica.
+        self.on_leadership_change: Callable[[list[Partition], list[Partition]], None] = lambda ls, fs: None
+        self.on_stop_replicas: Callable[[list[TopicPartition]], None] = lambda tps: None
+        # The log cleaner (``maybe_truncate_checkpoint``) told about follower truncations; None = none.
+        self.cleaner: Any = None
         # Classic ISR path: (tp, LeaderIsrAndControllerEpoch) -> Deferred[new zk_version | None]
         # and (tps) -> Deferred (one /isr_change_notification node); None = no ZooKeeper.
         self.isr_writer = isr_writer
@@ -171,6 +177,7 @@ class ReplicaManager:
                 log_ = self._get_or_create_log(tp)
                 p = self.partitions.get(tp) or Partition(st.topic, st.partition, self.broker_id,
                                                          self.lag_time_max_ms)
+                p.on_truncate = self._on_truncate
                 hw = self._checkpoint_hws.pop(tp, None)
                 if st.leader == self.broker_id:
                     p.make_leader(st, log_, hw, self.now_ms())
@@ -195,6 +202,13 @@ class ReplicaManager:
             self.on_stop_following(leader_tps)
         if new_followers:
             self.become_follower(new_followers)
+        done = [self.partitions[(s.topic, s.partition)] for s in leaders + followers
+                if errors.get((s.topic, s.partition)) == 0]
+        try:
+            self.on_leadership_change([p for p in done if p.leader_id == self.broker_id],
+                                      [p for p in done if p.leader_id != self.broker_id])
+        except Exception:
+            log.exception("leadership change hook failed")
         return ErrorCode.NONE, errors
 
     def become_follower(self, partitions: list[Partition]) -> None:
@@ -221,6 +235,10 @@ class ReplicaManager:
             errors[tp] = ErrorCode.NONE
         if stopped:
             self.on_stop_following(stopped)
+            try:
+                self.on_stop_replicas(stopped)
+            except Exception:
+                log.exception("stop replica hook failed")
         for tp, delete, _ in partitions:
             if errors.get(tp) != ErrorCode.NONE or not delete:
                 continue
@@ -242,6 +260,14 @@ class ReplicaManager:
         if existing is not None:
             return existing
         return self.log_manager.get_or_create_log(tp, self.log_config(tp[0]))
+
+    def _on_truncate(self, tp: TopicPartition, offset: int) -> None:
+        """A follower log was truncated to ``offset``: cleaning must restart from there at most."""
+        if self.cleaner is not None:
+            try:
+                self.cleaner.maybe_truncate_checkpoint(tp, offset)
+            except Exception:
+                log.exception("updating the cleaner checkpoint of %s-%d failed", *tp)
 
     def _wake(self, tp: TopicPartition) -> None:
         self.produce_purgatory.check_and_complete(tp)

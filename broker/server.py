@@ -3,9 +3,11 @@
 Invariant: startup follows KafkaServer.startup (ZooKeeper session + persistent
 paths → cluster id → broker id → LogManager load/recovery → bind listeners →
 ReplicaManager (ISR tasks) + replica fetchers → register the ephemeral /brokers/ids/<id> → controller election →
-periodic tasks), and shutdown reverses it (controlled shutdown, stop accepting,
-controller resignation, purgatories expired, HW checkpoint, LogManager.shutdown()
-writing the clean-shutdown marker, ZooKeeper session closed = unregistered).
+group coordinator → periodic tasks and the log cleaner), and shutdown reverses it (controlled shutdown,
+stop accepting, controller resignation, group coordinator, log cleaner pass finished, purgatories
+expired, HW checkpoint, LogManager.shutdown() writing the clean-shutdown marker, ZooKeeper session
+closed = unregistered). The group coordinator follows ``__consumer_offsets`` leadership through the
+replica manager's hooks from the start; it answers only once started.
 Every ZooKeeper call runs in a thread; the reactor only frames, dispatches and
 appends. ``main(argv)`` is ``odradek broker start server.properties [--override k=v]``.
 """
@@ -24,7 +26,10 @@ from twisted.internet import defer, task, threads
 from odradek.zk.znodes import BrokerInfo, Endpoint
 
 from .apis.context import BrokerContext
+from .apis.group_common import install as install_group_coordinator
 from .config import ConfigError, KafkaConfig, LogConfig
+from .group_service import GroupCoordinatorService
+from .log_cleaner_service import LogCleanerService
 from .metadata_cache import MetadataCache
 from .network import KafkaServerFactory
 from .producer_state import ProducerIdManager
@@ -57,6 +62,8 @@ class KafkaServer:
         self.log_manager: Any = None
         self.replica_manager: ReplicaManager | None = None
         self.fetcher_manager: Any = None
+        self.group_service: GroupCoordinatorService | None = None
+        self.cleaner: LogCleanerService | None = None
         self.metadata_cache: MetadataCache | None = None
         self.ctx: BrokerContext | None = None
         self.cluster_id: str | None = None
@@ -104,6 +111,11 @@ class KafkaServer:
         from .replica_fetcher import ReplicaFetcherManager
         self.fetcher_manager = ReplicaFetcherManager(self.broker_id, cfg, self.replica_manager, self.reactor)
         self.replica_manager.startup()
+        self.cleaner = LogCleanerService(cfg, self.log_manager, self.reactor)
+        self.replica_manager.cleaner = self.cleaner
+        self.group_service = GroupCoordinatorService(cfg, self.replica_manager, self.reactor)
+        self.replica_manager.on_leadership_change = self.group_service.on_leadership_change
+        self.replica_manager.on_stop_replicas = self.group_service.on_stop_replicas
         self.ctx = BrokerContext(
             config=cfg, broker_id=self.broker_id, metadata_cache=self.metadata_cache,
             replica_manager=self.replica_manager, log_manager=self.log_manager, scheduler=self.reactor,
@@ -111,6 +123,7 @@ class KafkaServer:
             producer_ids=ProducerIdManager(lambda: self._in_thread(self.zk.allocate_producer_id_block,
                                                                     self.broker_id)))
         self.ctx.topic_configs.update(self._initial_topic_configs)
+        install_group_coordinator(self.ctx, self.group_service.coordinator)
         self._bind_listeners(RequestHandler(self.ctx))
         await self._register()
         self.zk.on_new_session(self._on_new_session)
@@ -118,7 +131,9 @@ class KafkaServer:
         self.controller = KafkaController(cfg, self.zk, self.broker_id, self.reactor)
         self.ctx.controller = self.controller
         await defer.ensureDeferred(self.controller.startup(self.broker_epoch))
+        self.group_service.startup()
         self._start_periodic_tasks()
+        self.cleaner.start()
         log.info("broker %d started (listeners %s)", self.broker_id,
                  ", ".join(f"{n}://{h}:{p}" for n, (h, p) in self.bound.items()))
         self.started.callback(self)
@@ -280,6 +295,10 @@ class KafkaServer:
                 await defer.ensureDeferred(self.controller.shutdown())
             except Exception:
                 log.exception("controller shutdown failed")
+        if self.group_service is not None:
+            self.group_service.shutdown()
+        if self.cleaner is not None:
+            await self.cleaner.stop()
         if self.fetcher_manager is not None:
             self.fetcher_manager.shutdown()
         if self.replica_manager is not None:

@@ -5,13 +5,20 @@ appends them as received, or leaves the partition untouched on error). v0-2
 (magic 0/1 message sets) get UNSUPPORTED_FOR_MESSAGE_FORMAT; v3+ must carry exactly
 one batch per partition. acks=0 gets no response at all (but an error closes the
 connection, as Kafka does); acks=-1 waits for the HW in the produce purgatory.
+Clients cannot write to internal topics (INVALID_TOPIC_EXCEPTION; the group coordinator
+appends through the replica manager directly), and a compacted topic refuses records
+without a key (INVALID_RECORD) — the only check here that decodes records, and only
+for compacted topics.
 """
 from __future__ import annotations
 
 from twisted.internet import defer
 
 from odradek.protocol.apis import produce as API
-from odradek.protocol.errors import ErrorCode
+from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.zk.topics import is_internal
+
+from ..log.cleaner import records_have_null_keys
 
 from ..partition import batch_count_is_one
 from ..replica_manager import produce_error
@@ -40,8 +47,15 @@ def handle(ctx: BrokerContext, rc: RequestContext, req):
                 early[tp] = produce_error(ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT)
             elif not records or not batch_count_is_one(records):
                 early[tp] = produce_error(ErrorCode.INVALID_RECORD)
+            elif is_internal(td.name):
+                early[tp] = produce_error(ErrorCode.INVALID_TOPIC_EXCEPTION)
             else:
-                entries[tp] = records if type(records) is bytes else bytes(records)
+                records = records if type(records) is bytes else bytes(records)
+                code = _compaction_error(ctx, tp, records)
+                if code is not None:
+                    early[tp] = produce_error(code)
+                else:
+                    entries[tp] = records
 
     def start(respond):
         if not entries:
@@ -63,6 +77,17 @@ def handle(ctx: BrokerContext, rc: RequestContext, req):
     if isinstance(result, defer.Deferred):
         return result.addCallback(build)
     return build(result)
+
+
+def _compaction_error(ctx: BrokerContext, tp: tuple[str, int], records: bytes) -> ErrorCode | None:
+    """INVALID_RECORD for a record without a key on a compacted topic this broker leads."""
+    p = ctx.replica_manager.get_partition(tp)
+    if p is None or not p.is_leader or not p.log.config.compact:
+        return None   # the append decides (NOT_LEADER_OR_FOLLOWER...)
+    try:
+        return ErrorCode.INVALID_RECORD if records_have_null_keys(records) else None
+    except KafkaError as e:
+        return ErrorCode(e.code)
 
 
 def error_response(req, version: int, code: ErrorCode) -> dict | None:

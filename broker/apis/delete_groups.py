@@ -1,0 +1,31 @@
+"""DeleteGroups (key 42, v0-1): delete empty groups and their offsets.
+
+Invariant: one result per requested group (request order, duplicates answered once):
+NONE for an Empty group (made Dead, tombstones appended), NON_EMPTY_GROUP,
+GROUP_ID_NOT_FOUND, or the coordinator error for groups another broker coordinates.
+"""
+from __future__ import annotations
+
+from odradek.protocol.apis import delete_groups as API
+from odradek.protocol.errors import ErrorCode
+
+from .context import BrokerContext, RequestContext
+from .group_common import coordinator
+
+MIN_VERSION = 0
+MAX_VERSION = 1
+
+
+def handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:
+    coord = coordinator(ctx)
+    if coord is None:
+        return error_response(req, rc.api_version, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    names = list(dict.fromkeys(req.groups_names))
+    errors = coord.handle_delete_groups(names)
+    return {"throttle_time_ms": 0, "results": [
+        {"group_id": g, "error_code": int(errors.get(g, ErrorCode.NONE))} for g in names]}
+
+
+def error_response(req, version: int, code: ErrorCode) -> dict:
+    return {"throttle_time_ms": 0, "results": [
+        {"group_id": g, "error_code": int(code)} for g in dict.fromkeys(req.groups_names)]}

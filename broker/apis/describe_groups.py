@@ -1,0 +1,46 @@
+"""DescribeGroups (key 15, v0-4): state, protocol and members of groups.
+
+Invariant: one entry per requested group, in request order, each with its own error
+(NOT_COORDINATOR for a group another broker coordinates); a group nobody created is
+"Dead" with no error. v3+ with include_authorized_operations get the group operations
+(READ, DELETE, DESCRIBE — everything, as with no authorizer), else INT32_MIN.
+"""
+from __future__ import annotations
+
+from odradek.protocol.apis import describe_groups as API
+from odradek.protocol.errors import ErrorCode
+
+from .context import BrokerContext, RequestContext
+from .group_common import coordinator
+
+MIN_VERSION = 0
+MAX_VERSION = 4
+
+NO_OPERATIONS = -2**31
+GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)   # AclOperation READ, DELETE, DESCRIBE
+
+
+def handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:
+    version = rc.api_version
+    coord = coordinator(ctx)
+    if coord is None:
+        return error_response(req, version, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    ops = GROUP_OPERATIONS if version >= 3 and req.include_authorized_operations else NO_OPERATIONS
+    groups = []
+    for g in coord.handle_describe_groups(list(req.groups)):
+        groups.append({
+            "error_code": int(g.error_code), "group_id": g.group_id, "group_state": g.group_state,
+            "protocol_type": g.protocol_type, "protocol_data": g.protocol_data,
+            "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                         "client_id": m.client_id, "client_host": m.client_host,
+                         "member_metadata": m.member_metadata,
+                         "member_assignment": m.member_assignment} for m in g.members],
+            "authorized_operations": ops})
+    return {"throttle_time_ms": 0, "groups": groups}
+
+
+def error_response(req, version: int, code: ErrorCode) -> dict:
+    return {"throttle_time_ms": 0, "groups": [
+        {"error_code": int(code), "group_id": g, "group_state": "", "protocol_type": "",
+         "protocol_data": "", "members": [], "authorized_operations": NO_OPERATIONS}
+        for g in req.groups]}

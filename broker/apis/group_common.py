@@ -1,0 +1,50 @@
+"""What the group API handlers share: the coordinator lookup, Completion → Deferred, and
+the client address as Kafka formats it.
+
+Invariant: a handler reaches the group coordinator only through ``coordinator(ctx)``,
+which is None until the broker started it (handlers then answer
+COORDINATOR_NOT_AVAILABLE, as Kafka does before its coordinator is up); a
+``Completion`` becomes a Deferred that fires exactly once with its value. Not a
+handler module (it is not listed in the registry).
+"""
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+from twisted.internet import defer
+
+from odradek.broker.group import Completion, GroupCoordinator
+
+from .context import BrokerContext, RequestContext
+
+T = TypeVar("T")
+
+COORDINATOR_KEY = "group_coordinator"
+
+
+def coordinator(ctx: BrokerContext) -> GroupCoordinator | None:
+    """The broker's running GroupCoordinator, or None (not started / shut down)."""
+    coord = ctx.extra.get(COORDINATOR_KEY)
+    return coord if coord is not None and coord.active else None
+
+
+def install(ctx: BrokerContext, coord: Any) -> None:
+    ctx.extra[COORDINATOR_KEY] = coord
+
+
+def to_deferred(completion: Completion[T]) -> defer.Deferred:
+    """A Deferred firing with the completion's value (at once if it is already done)."""
+    d: defer.Deferred = defer.Deferred()
+    completion.add_callback(d.callback)
+    return d
+
+
+def client_host(rc: RequestContext) -> str:
+    """Kafka's ``InetAddress.toString`` of the peer without a hostname: ``/127.0.0.1``."""
+    peer = rc.peer or ""
+    host = peer.rsplit(":", 1)[0] if ":" in peer else peer   # the network layer gives "host:port"
+    return "/" + host.strip("[]")
+
+
+def client_id(rc: RequestContext) -> str:
+    return rc.client_id or ""

@@ -1,0 +1,72 @@
+"""OffsetCommit (key 8, v0-7): store a group's consumed offsets.
+
+Invariant: partitions of topics the MetadataCache does not know get
+UNKNOWN_TOPIC_OR_PARTITION and are not stored (Kafka's KafkaApis check); the others go
+to the GroupCoordinator, which answers after the append to ``__consumer_offsets``
+(acks=-1) completed. Per version: v0 has no generation/member (a "simple" commit,
+generation -1), v1 a per-partition commit timestamp, v2-4 a retention time, v6+ the
+committed leader epoch, v7 the group.instance.id. The response lists the partitions in
+request order.
+"""
+from __future__ import annotations
+
+from twisted.internet import defer
+
+from odradek.broker.group import CommitOffset
+from odradek.protocol.apis import offset_commit as API
+from odradek.protocol.errors import ErrorCode
+
+from .context import BrokerContext, RequestContext
+from .group_common import coordinator, to_deferred
+
+MIN_VERSION = 0
+MAX_VERSION = 7
+
+
+def handle(ctx: BrokerContext, rc: RequestContext, req):
+    return defer.Deferred.fromCoroutine(_handle(ctx, rc, req))
+
+
+def _order(req) -> list[tuple[str, list[int]]]:
+    return [(t.name, [p.partition_index for p in t.partitions]) for t in req.topics]
+
+
+def _response(order: list[tuple[str, list[int]]], errors: dict[tuple[str, int], ErrorCode]) -> dict:
+    return {"throttle_time_ms": 0, "topics": [
+        {"name": name, "partitions": [{"partition_index": i, "error_code": int(errors[(name, i)])}
+                                      for i in indexes]} for name, indexes in order]}
+
+
+async def _handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:
+    version = rc.api_version
+    order = _order(req)
+    coord = coordinator(ctx)
+    if coord is None:
+        return error_response(req, version, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    errors: dict[tuple[str, int], ErrorCode] = {}
+    offsets: dict[tuple[str, int], CommitOffset] = {}
+    cache = ctx.metadata_cache
+    for t in req.topics:
+        for p in t.partitions:
+            tp = (t.name, p.partition_index)
+            if cache.partition_state(*tp) is None:
+                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            offsets[tp] = CommitOffset(
+                offset=p.committed_offset, metadata=p.committed_metadata,
+                leader_epoch=p.committed_leader_epoch if version >= 6 else -1,
+                commit_timestamp=p.commit_timestamp if version == 1 else -1)
+    if offsets:
+        generation = req.generation_id if version >= 1 else -1
+        member_id = req.member_id if version >= 1 else ""
+        instance_id = req.group_instance_id if version >= 7 else None
+        retention = req.retention_time_ms if 2 <= version <= 4 else -1
+        stored = await to_deferred(coord.handle_commit_offsets(
+            req.group_id, member_id, instance_id, generation, offsets, retention))
+        errors.update(stored)
+    return _response(order, errors)
+
+
+def error_response(req, version: int, code: ErrorCode) -> dict:
+    order = _order(req)
+    return _response(order, {(name, i): code for name, indexes in order for i in indexes})

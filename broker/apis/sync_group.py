@@ -1,0 +1,39 @@
+"""SyncGroup (key 14, v0-3): phase two of a rebalance — the leader's assignment.
+
+Invariant: the leader's assignments ({member id: bytes}) go to the GroupCoordinator,
+which answers every member once the group metadata is written (a Completion); v3
+carries the static member's group.instance.id. Errors carry an empty assignment.
+"""
+from __future__ import annotations
+
+from twisted.internet import defer
+
+from odradek.protocol.apis import sync_group as API
+from odradek.protocol.errors import ErrorCode
+
+from .context import BrokerContext, RequestContext
+from .group_common import coordinator, to_deferred
+
+MIN_VERSION = 0
+MAX_VERSION = 3
+
+
+def handle(ctx: BrokerContext, rc: RequestContext, req):
+    return defer.Deferred.fromCoroutine(_handle(ctx, rc, req))
+
+
+async def _handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:
+    version = rc.api_version
+    coord = coordinator(ctx)
+    if coord is None:
+        return error_response(req, version, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    instance_id = req.group_instance_id if version >= 3 else None
+    assignments = {a.member_id: bytes(a.assignment) for a in req.assignments}
+    result = await to_deferred(coord.handle_sync_group(
+        req.group_id, req.generation_id, req.member_id, instance_id, assignments))
+    assignment = result.assignment if result.error_code == ErrorCode.NONE else b""
+    return {"throttle_time_ms": 0, "error_code": int(result.error_code), "assignment": assignment}
+
+
+def error_response(req, version: int, code: ErrorCode) -> dict:
+    return {"throttle_time_ms": 0, "error_code": int(code), "assignment": b""}

@@ -1,0 +1,58 @@
+"""Log compaction of a compacted topic on 3 brokers: many updates per key shrink to (about)
+the latest value per key, a consumer reading from the beginning sees the latest state, and a
+record without a key is refused (INVALID_RECORD)."""
+from __future__ import annotations
+
+import pytest
+
+from groups_support import GROUP_OVERRIDES, create_topic, wait_until
+
+KEYS = 40
+ROUNDS = 50
+
+
+def read_all(bootstrap: str, topic: str) -> list[tuple[bytes, bytes]]:
+    """Every record of partition 0 from the beginning up to its end offset (kafka-python, no group)."""
+    from kafka import KafkaConsumer, TopicPartition
+    tp = TopicPartition(topic, 0)
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
+                             auto_offset_reset="earliest")
+    try:
+        consumer.assign([tp])
+        consumer.seek_to_beginning(tp)
+        end = consumer.end_offsets([tp])[tp]
+        out: list[tuple[bytes, bytes]] = []
+        while consumer.position(tp) < end:
+            for recs in consumer.poll(timeout_ms=500).values():
+                out.extend((r.key, r.value) for r in recs)
+        return out
+    finally:
+        consumer.close()
+
+
+def test_compacted_topic_keeps_the_latest_value_per_key(cluster_factory):
+    from kafka import KafkaProducer
+    from kafka.errors import InvalidRecordError, KafkaError
+    cluster = cluster_factory(brokers=3, overrides={**GROUP_OVERRIDES, "log.cleaner.backoff.ms": 300})
+    topic = "profiles"
+    create_topic(cluster, topic, 1, configs={"cleanup.policy": "compact", "segment.bytes": "4096",
+                                              "min.cleanable.dirty.ratio": "0.01"})
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, acks="all", linger_ms=2)
+    latest = {}
+    try:
+        for r in range(ROUNDS):
+            for k in range(KEYS):
+                key, value = f"user-{k}".encode(), f"user-{k}-v{r}".encode()
+                producer.send(topic, key=key, value=value, partition=0)
+                latest[key] = value
+            producer.flush(30)
+        with pytest.raises(KafkaError) as info:
+            producer.send(topic, key=None, value=b"no key", partition=0).get(timeout=30)
+        assert isinstance(info.value, InvalidRecordError), info.value
+    finally:
+        producer.close(10)
+    total = KEYS * ROUNDS
+    state = wait_until(lambda: (recs := read_all(cluster.bootstrap_servers, topic)) and
+                       len(recs) <= 3 * KEYS and recs, 120, "the compacted log to shrink")
+    assert dict(state) == latest   # last write per key wins, nothing lost
+    print(f"\ncompaction: {total} records -> {len(state)} for {KEYS} keys")
