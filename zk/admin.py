@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.zk import assignment as assign
@@ -25,6 +25,57 @@ from odradek.zk.znodes import (BrokerIdsZNode, BrokerIdZNode, BrokerInfo, Config
                                DeleteTopicsTopicZNode, TopicPartitionStateZNode, TopicsZNode, TopicZNode)
 
 TOPIC = "topics"  # the config entity type of topics
+
+
+def plan_new_partitions(topic: str, existing: Mapping[int, Sequence[int]], count: int,
+                        assignments: Sequence[Sequence[int]] | None,
+                        broker_ids: Sequence[int]) -> dict[int, list[int]]:
+    """The replicas of the partitions a CreatePartitions request adds (Kafka's
+    ZkAdminManager.createPartitions + AdminZkClient.createNewPartitionsAssignment checks).
+
+    ``assignments`` (the request's manual assignment, one replica list per NEW partition) or
+    None for Kafka's rack-unaware placement; ``broker_ids`` are the registered brokers.
+    """
+    if not existing:
+        raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{topic}' does not exist.")
+    old = len(existing)
+    increment = count - old
+    if increment < 0:
+        raise KafkaError(ErrorCode.INVALID_PARTITIONS,
+                         f"Topic currently has {old} partitions, which is higher than the requested {count}.")
+    if increment == 0:
+        raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {old} partitions.")
+    if 0 not in existing:
+        raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR,
+                         f"Unexpected existing replica assignment for topic '{topic}', partition id 0 is missing.")
+    rf = len(existing[0])
+    brokers = sorted(broker_ids)
+    if assignments is None:
+        start = assign.start_index_for_new_partitions(brokers, existing[0][0])
+        return assign.assign_replicas_to_brokers(increment, rf, brokers, start, old)
+    lists = [[int(b) for b in r] for r in assignments]
+    unknown = sorted({b for r in lists for b in r} - set(brokers))
+    if unknown:
+        raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                         f"Unknown broker(s) in replica assignment: {', '.join(map(str, unknown))}.")
+    if len(lists) != increment:
+        raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                         f"Increasing the number of partitions by {increment} but {len(lists)} "
+                         "assignments provided.")
+    new = {old + i: r for i, r in enumerate(lists)}
+    for p, r in new.items():
+        if not r:
+            raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             f"Cannot have replication factor of 0 for partition id {p}.")
+        if len(set(r)) != len(r):
+            raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             f"Duplicate brokers not allowed in replica assignment: {', '.join(map(str, r))} "
+                             f"for partition id {p}.")
+        if len(r) != rf:
+            raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             f"Inconsistent replication factor between partitions, partition 0 has {rf} "
+                             f"while partition {p} has {len(r)}.")
+    return new
 
 
 class AdminOperationError(Exception):
@@ -231,6 +282,32 @@ class AdminZkClient:
         if not validate_only:
             self.zk.set(TopicZNode.path(topic), self._encode_preserving(data, full), version=stat.version)
         return full
+
+    def create_partitions(self, topic: str, count: int, assignments: Sequence[Sequence[int]] | None = None,
+                          validate_only: bool = False) -> dict[int, list[int]]:
+        """The CreatePartitions API's write: grow ``topic`` to ``count``; the NEW partitions' replicas.
+
+        ``assignments`` has one replica list per new partition (None: automatic placement).
+        The topic znode is updated at the version read, so a concurrent change is not lost.
+        """
+        data, stat = self._get_topic(topic)
+        raw = json.loads(data.decode()) if data else {}
+        if raw.get("adding_replicas") or raw.get("removing_replicas"):
+            raise KafkaError(ErrorCode.REASSIGNMENT_IN_PROGRESS,
+                             f"A partition reassignment is in progress for the topic '{topic}'.")
+        existing = TopicZNode.decode(data)
+        new = plan_new_partitions(topic, existing, count, assignments, [b.id for b in self.live_brokers()])
+        if not validate_only:
+            try:
+                self.zk.set(TopicZNode.path(topic), self._encode_preserving(data, {**existing, **new}),
+                            version=stat.version)
+            except BadVersionError:
+                raise KafkaError(ErrorCode.INVALID_PARTITIONS,
+                                 f"The partitions of topic '{topic}' changed concurrently; retry.") from None
+            except NoNodeError:
+                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                 f"The topic '{topic}' does not exist.") from None
+        return new
 
     def change_topic_config(self, topic: str, config: Mapping[str, str]) -> None:
         """Replace a topic's config overrides and notify the brokers (/config/changes)."""

@@ -17,12 +17,18 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "zookeeper": ("odradek.zk.ensemble", "main", "start one ZooKeeper node"),
     "broker": ("odradek.broker.server", "main", "start one broker: broker start server.properties"),
     "topics": ("odradek.zk.topics_cli", "main", "create, list, describe, alter, delete topics (like kafka-topics.sh --zookeeper)"),
+    "leader-election": ("odradek.zk.leader_election_cli", "main",
+                        "preferred replica election (like kafka-leader-election.sh --election-type preferred)"),
     "console-producer": ("odradek.client.console", "producer_main", "records from stdin to a topic"),
     "console-consumer": ("odradek.client.console", "consumer_main", "records from a topic to stdout"),
     "perf": ("odradek.client.perf", "main", "producer | consumer benchmarks (kafka-*-perf-test output)"),
     "consumer-groups": ("odradek.client.consumer_groups_cli", "main",
                         "list, describe, reset offsets of, delete consumer groups"),
     "demo": ("odradek.client.demo", "main", "produce and consume keyed records through a demo topic"),
+    "connect-standalone": ("odradek.pipeline.connect.cli", "standalone_main",
+                           "a Connect worker in standalone mode: worker.properties connector.properties ..."),
+    "connect-distributed": ("odradek.pipeline.connect.cli", "distributed_main",
+                            "a Connect worker in distributed mode (REST API on port 8083)"),
     "pipeline": ("odradek.pipeline.cli", "main", "the Spark page-view pipeline: generate | run | top"),
 }
 

@@ -7,7 +7,10 @@ lost its epoch can never change ZooKeeper (the failed check raises
 ``ControllerMovedError``). Watches are one-shot kazoo watches delivered as
 zero-argument callbacks on a kazoo thread; session-reset pseudo events are not
 delivered (callers re-register after ``on_new_session``). Data is encoded and
-decoded only through ``odradek.zk.znodes``.
+decoded only through ``odradek.zk.znodes``. ``retry(fn)`` is Kafka's
+ZooKeeperClient behaviour: a call that fails with connection loss waits for the
+reconnection and runs again, but never across a session expiry (it then raises
+``SessionExpiredError``: the caller's session-level handling takes over).
 """
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ from typing import Callable, Iterable
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import (BadVersionError, ConnectionLoss, NodeExistsError, NoNodeError,
                               NotEmptyError, OperationTimeoutError, SessionExpiredError)
-from kazoo.protocol.states import EventType
+from kazoo.protocol.states import EventType, KeeperState
 
 from odradek.zk import znodes as zn
 from odradek.zk.znodes import BrokerInfo, LeaderIsrAndControllerEpoch
@@ -32,6 +35,9 @@ Watch = Callable[[], None]
 
 class ControllerMovedError(Exception):
     """The controller epoch check failed (or the election lost): another controller is active."""
+
+
+RETRIABLE_ERRORS = (ConnectionLoss, OperationTimeoutError)
 
 
 class BrokerIdInUseError(Exception):
@@ -63,10 +69,15 @@ def _wrap(watch: Watch | None):
         return w
 
 
-def _make_watcher(watch: Watch):
+def _make_watcher(watch: Watch, dropped: Callable[[Watch], None] | None = None):
     def fire(event) -> None:
         if event is not None and event.type == EventType.NONE:
-            return  # session reset: the caller re-registers on the new session
+            # kazoo drops every watch on a connection loss too (NONE in state CONNECTING) and
+            # never restores them (no SetWatches): ``dropped`` re-tells the owner once the
+            # SAME session reconnects. A session reset: the caller re-registers on the new one.
+            if dropped is not None and event.state == KeeperState.CONNECTING:
+                dropped(watch)
+            return
         try:
             watch()
         except Exception:  # pragma: no cover - never kill kazoo's callback thread
@@ -87,6 +98,11 @@ class KafkaZkClient:
         self._expired_callbacks: list[Callable[[], None]] = []
         self._lost = False
         self._closing = False
+        self._connected = threading.Event()
+        self._session_generation = 0          # bumped on every session loss
+        self._wrappers: dict = {}             # watch -> its kazoo watcher (one per callable)
+        self._dropped: set = set()            # watches kazoo dropped on a connection loss
+        self._suspend_generation = -1         # session generation of the last connection loss
         self.kazoo.add_listener(self._state_listener)
 
     # ------------------------------------------------------------ lifecycle
@@ -114,9 +130,53 @@ class KafkaZkClient:
         """``callback()`` runs on a fresh thread when the session is lost (not on close())."""
         self._expired_callbacks.append(callback)
 
+    def _wrap(self, watch: Watch | None):
+        """The kazoo watcher for ``watch`` (the same callable always gets the same watcher, so
+        re-registering a watch does not make kazoo call it twice)."""
+        if watch is None:
+            return None
+        with _WRAPPERS_LOCK:
+            w = self._wrappers.get(watch)
+            if w is None:
+                w = self._wrappers[watch] = _make_watcher(watch, self._watch_dropped)
+            return w
+
+    def _watch_dropped(self, watch: Watch) -> None:
+        """kazoo dropped ``watch`` on a connection loss: call it once the same session is
+        connected again (its handler re-reads the znode and re-arms the watch); forget it if
+        the session is lost instead."""
+        with _WRAPPERS_LOCK:
+            if self._suspend_generation != self._session_generation:
+                return
+            if not self.kazoo.connected:
+                self._dropped.add(watch)
+                return
+        self._spawn_watches([watch])
+
+    def _spawn_watches(self, watches) -> None:
+        def run() -> None:
+            for w in watches:
+                self._run_callback(w)
+        threading.Thread(target=run, daemon=True, name="zk-dropped-watches").start()
+
     def _state_listener(self, state: str) -> None:
         # Called on kazoo's connection thread: must not block, so spawn.
+        if state == KazooState.CONNECTED:
+            self._connected.set()
+        else:
+            self._connected.clear()
+        if state == KazooState.LOST:
+            self._session_generation += 1
+        with _WRAPPERS_LOCK:
+            if state == KazooState.SUSPENDED:
+                self._suspend_generation = self._session_generation
+                dropped = None
+            else:
+                dropped, self._dropped = self._dropped, set()
+        if dropped and state == KazooState.CONNECTED and not self._lost and not self._closing:
+            self._spawn_watches(dropped)
         if self._closing:
+            self._connected.set()             # wake retry loops: they see _closing and give up
             return
         if state == KazooState.LOST:
             self._lost = True
@@ -137,26 +197,85 @@ class KafkaZkClient:
         except Exception:
             log.exception("session callback failed")
 
+    # ------------------------------------------------------------ connection-loss retries
+
+    def wait_connected(self, timeout: float | None = None) -> bool:
+        """Block until the client is connected (True) or ``timeout`` passed / closing (False)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self._closing:
+            if self.kazoo.connected:
+                return True
+            left = 1.0 if deadline is None else min(1.0, deadline - time.monotonic())
+            if left <= 0:
+                return False
+            self._connected.wait(left)
+        return False
+
+    def retry(self, fn: Callable, *args, **kwargs):
+        """``fn(*args, **kwargs)``, run again after every connection loss once reconnected.
+
+        Raises ``SessionExpiredError`` if the session was lost meanwhile (no retry on a new
+        session: the caller's expiry handling decides), and the last error when closing.
+        """
+        generation = self._session_generation
+        while True:
+            try:
+                return fn(*args, **kwargs)
+            except RETRIABLE_ERRORS as exc:
+                if self._closing:
+                    raise
+                log.info("ZooKeeper call %s failed (%s); retrying once reconnected",
+                         getattr(fn, "__name__", fn), type(exc).__name__)
+                if not self.wait_connected():
+                    raise
+                if self._session_generation != generation:
+                    raise SessionExpiredError("session expired while retrying") from exc
+
+    def wait_for_broker_registration(self, broker_id: int, should_stop: Callable[[], bool]
+                                     ) -> int | None:
+        """Block until /brokers/ids/<id> exists and belongs to THIS session; its czxid (epoch).
+
+        None if ``should_stop()`` turned true, the client is closing, or the session was
+        lost again (another new-session callback follows then).
+        """
+        path = zn.BrokerIdZNode.path(broker_id)
+        generation = self._session_generation
+        while not (self._closing or should_stop()):
+            if self._session_generation != generation:
+                return None
+            changed = threading.Event()
+            try:
+                stat = self.kazoo.exists(path, watch=lambda _e: changed.set())
+            except RETRIABLE_ERRORS:
+                self.wait_connected(5.0)
+                continue
+            except SessionExpiredError:
+                return None
+            if stat is not None and stat.ephemeralOwner == self.session_id:
+                return stat.czxid
+            changed.wait(1.0)   # wakes on the znode's creation; re-checks should_stop each second
+        return None
+
     # ------------------------------------------------------------ generic
 
     def exists(self, path: str, watch: Watch | None = None):
-        return self.kazoo.exists(path, watch=_wrap(watch))
+        return self.kazoo.exists(path, watch=self._wrap(watch))
 
     def get_children(self, path: str, watch: Watch | None = None) -> list[str]:
         try:
-            return self.kazoo.get_children(path, watch=_wrap(watch))
+            return self.kazoo.get_children(path, watch=self._wrap(watch))
         except NoNodeError:
             if watch is not None:  # still learn when it appears
-                self.kazoo.exists(path, watch=_wrap(watch))
+                self.kazoo.exists(path, watch=self._wrap(watch))
             return []
 
     def get_data(self, path: str, watch: Watch | None = None):
         """(data, stat) or (None, None) when absent; a watch is kept either way."""
         try:
-            return self.kazoo.get(path, watch=_wrap(watch))
+            return self.kazoo.get(path, watch=self._wrap(watch))
         except NoNodeError:
             if watch is not None:
-                self.kazoo.exists(path, watch=_wrap(watch))
+                self.kazoo.exists(path, watch=self._wrap(watch))
             return None, None
 
     def create_persistent_paths(self) -> None:
@@ -262,7 +381,7 @@ class KafkaZkClient:
 
     def get_controller_id(self, watch: Watch | None = None) -> int | None:
         """The active controller's id (``watch`` fires on create, change or delete)."""
-        stat = self.kazoo.exists(zn.ControllerZNode.path, watch=_wrap(watch))
+        stat = self.kazoo.exists(zn.ControllerZNode.path, watch=self._wrap(watch))
         if stat is None:
             return None
         try:
@@ -270,6 +389,16 @@ class KafkaZkClient:
         except NoNodeError:
             return None
         return zn.ControllerZNode.decode(data)
+
+    def broker_registered_by_this_session(self, broker_id: int) -> bool:
+        """True if /brokers/ids/<id> exists and is the ephemeral node of THIS session."""
+        stat = self.kazoo.exists(zn.BrokerIdZNode.path(broker_id))
+        return stat is not None and stat.ephemeralOwner == self.session_id
+
+    def controller_held_by_this_session(self) -> bool:
+        """True if /controller exists and is the ephemeral node of THIS session."""
+        stat = self.kazoo.exists(zn.ControllerZNode.path)
+        return stat is not None and stat.ephemeralOwner == self.session_id
 
     def get_controller_epoch(self) -> tuple[int, int] | None:
         """(epoch, zk_version) or None if /controller_epoch does not exist."""
@@ -289,19 +418,32 @@ class KafkaZkClient:
             assert current is not None
         epoch, version = current
         new_epoch = epoch + 1
-        txn = self.kazoo.transaction()
-        txn.create(zn.ControllerZNode.path, zn.ControllerZNode.encode(broker_id), ephemeral=True)
-        txn.set_data(zn.ControllerEpochZNode.path, zn.ControllerEpochZNode.encode(new_epoch),
-                     version=version)
-        results = txn.commit()
-        if not any(isinstance(r, Exception) for r in results):
-            return new_epoch, version + 1
-        # A retried multi may already have won for us (Kafka's checkControllerAndEpoch).
-        if self.get_controller_id() == broker_id:
-            now = self.get_controller_epoch()
-            if now is not None and now[0] == new_epoch:
-                return now
-        raise ControllerMovedError(f"controller election lost by broker {broker_id}: {results}")
+        while True:
+            txn = self.kazoo.transaction()
+            txn.create(zn.ControllerZNode.path, zn.ControllerZNode.encode(broker_id), ephemeral=True)
+            txn.set_data(zn.ControllerEpochZNode.path, zn.ControllerEpochZNode.encode(new_epoch),
+                         version=version)
+            try:
+                results = txn.commit()
+            except RETRIABLE_ERRORS:
+                # Did the multi reach the server before the connection dropped? Retry it as is
+                # (same epoch): the version check keeps a retry from bumping twice.
+                if not self.wait_connected():
+                    raise
+                results = [ConnectionLoss()]
+            if not any(isinstance(r, Exception) for r in results):
+                return new_epoch, version + 1
+            # A retried multi may already have won for us (Kafka's checkControllerAndEpoch).
+            stat = self.kazoo.exists(zn.ControllerZNode.path)
+            if stat is not None and self.get_controller_id() == broker_id:
+                now = self.get_controller_epoch()
+                if now is not None and now[0] == new_epoch:
+                    return now
+            if stat is None and isinstance(results[0], ConnectionLoss):
+                now = self.get_controller_epoch()
+                if now is not None and now == (epoch, version):
+                    continue   # nothing happened: run the multi again
+            raise ControllerMovedError(f"controller election lost by broker {broker_id}: {results}")
 
     def delete_controller_if_ours(self, broker_id: int) -> None:
         data, stat = self.get_data(zn.ControllerZNode.path)
@@ -361,7 +503,7 @@ class KafkaZkClient:
         """{(t, p): replicas}; ``watch_factory(topic)`` gives a data watch per topic znode."""
         pending = []
         for t in topics:
-            watch = _wrap(watch_factory(t)) if watch_factory else None
+            watch = self._wrap(watch_factory(t)) if watch_factory else None
             pending.append((t, self.kazoo.get_async(zn.TopicZNode.path(t), watch=watch)))
         out: dict[TopicPartition, list[int]] = {}
         for t, res in pending:
@@ -445,6 +587,28 @@ class KafkaZkClient:
     def delete_topic_deletion_flags(self, topics: Iterable[str], epoch_zk_version: int) -> None:
         for t in topics:
             self._delete_recursive(zn.DeleteTopicsTopicZNode.path(t), epoch_zk_version)
+
+    # ------------------------------------------------------------ preferred replica election
+
+    def get_preferred_replica_election(self, watch: Watch | None = None) -> list[TopicPartition] | None:
+        """Partitions listed in /admin/preferred_replica_election (None: no such znode).
+
+        ``watch`` is an existence/data watch: it fires on creation, change and deletion.
+        """
+        data, stat = self.get_data(zn.PreferredReplicaElectionZNode.path, watch)
+        if stat is None:
+            return None
+        try:
+            return zn.PreferredReplicaElectionZNode.decode(data)
+        except Exception as exc:  # unreadable: Kafka logs and drops the request
+            log.error("cannot decode %s: %s", zn.PreferredReplicaElectionZNode.path, exc)
+            return []
+
+    def delete_preferred_replica_election(self, epoch_zk_version: int) -> None:
+        try:
+            self._checked_one(epoch_zk_version, ("delete", zn.PreferredReplicaElectionZNode.path))
+        except NoNodeError:
+            pass
 
     # ------------------------------------------------------------ isr change notifications
 

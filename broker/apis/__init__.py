@@ -14,6 +14,7 @@ HANDLER_MODULES: tuple[str, ...] = (
     "produce", "fetch", "list_offsets", "metadata", "leader_and_isr", "stop_replica",
     "update_metadata", "controlled_shutdown", "api_versions", "create_topics", "delete_topics",
     "init_producer_id", "offset_for_leader_epoch",
+    "create_partitions",
     # group coordinator APIs
     "find_coordinator", "join_group", "sync_group", "heartbeat", "leave_group", "offset_commit",
     "offset_fetch", "list_groups", "describe_groups", "delete_groups",

@@ -4,7 +4,9 @@ Invariant: the state machines and the controller core talk to ZooKeeper only
 through ``ControllerZkBackend``; every write is fenced by the controller epoch
 (the implementation raises ``ControllerMovedError`` when the fence fails); reads
 re-arm the watches the controller relies on. ``ThreadedZkBackend`` implements it
-over ``KafkaZkClient`` with ``deferToThread``; unit tests use an in-memory fake.
+over ``KafkaZkClient`` with ``deferToThread``, retrying every call that fails with
+connection loss once reconnected (``KafkaZkClient.retry``; a session expiry is
+not retried); unit tests use an in-memory fake.
 """
 from __future__ import annotations
 
@@ -36,6 +38,9 @@ class ControllerZkBackend(Protocol):
     async def get_partitions_from_isr_change_notifications(self, names: list[str]
                                                            ) -> list[TopicPartition]: ...
     async def delete_isr_change_notifications(self, names: list[str]) -> None: ...
+    # optional (the shell's preferred-election event uses them; core fakes may omit them)
+    async def get_preferred_replica_election(self) -> list[TopicPartition] | None: ...
+    async def delete_preferred_replica_election(self) -> None: ...
 
 
 class Watches(Protocol):
@@ -45,6 +50,7 @@ class Watches(Protocol):
     def topic_deletion(self) -> None: ...
     def isr_change(self) -> None: ...
     def partition_modification(self, topic: str) -> Callable[[], None]: ...
+    def preferred_replica_election(self) -> None: ...
 
 
 class ThreadedZkBackend:
@@ -60,7 +66,8 @@ class ThreadedZkBackend:
         self.watches = watches
 
     def _call(self, fn, *args, **kwargs):
-        return threads.deferToThreadPool(self.reactor, self.reactor.getThreadPool(), fn, *args, **kwargs)
+        return threads.deferToThreadPool(self.reactor, self.reactor.getThreadPool(),
+                                         self.zk.retry, fn, *args, **kwargs)
 
     def _w(self, name: str):
         return getattr(self.watches, name) if self.watches is not None else None
@@ -109,3 +116,10 @@ class ThreadedZkBackend:
     async def delete_isr_change_notifications(self, names):
         return await self._call(self.zk.delete_isr_change_notifications, list(names),
                                 self.ctx.epoch_zk_version)
+
+    async def get_preferred_replica_election(self):
+        return await self._call(self.zk.get_preferred_replica_election,
+                                self._w("preferred_replica_election"))
+
+    async def delete_preferred_replica_election(self):
+        return await self._call(self.zk.delete_preferred_replica_election, self.ctx.epoch_zk_version)

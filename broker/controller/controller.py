@@ -6,6 +6,12 @@ reactor in arrival order; ZooKeeper is only touched through ``deferToThread``.
 The controller is active exactly between a successful election multi and its
 resignation (session expiry, /controller naming someone else, a failed epoch
 fence, shutdown); while inactive, only election-related events do anything.
+ZooKeeper calls that fail with connection loss are retried once reconnected
+(``KafkaZkClient.retry``); a session expiry resigns at once, and the broker
+re-elects only after it has re-registered /brokers/ids/<id> on the new session.
+While active, the auto leader rebalance check (``auto.leader.rebalance.enable``)
+runs as an event 5 s after failover, then every
+``leader.imbalance.check.interval.seconds``.
 """
 from __future__ import annotations
 
@@ -14,6 +20,7 @@ from collections import deque
 from typing import Any, Awaitable, Callable
 
 from twisted.internet import defer, threads
+from twisted.internet.interfaces import IDelayedCall
 
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.zk.session import ControllerMovedError, KafkaZkClient
@@ -25,6 +32,8 @@ from .core import ControllerCore
 from .request_batch import STOP_REPLICA, OutRequest
 
 log = logging.getLogger(__name__)
+
+INITIAL_REBALANCE_DELAY_S = 5.0     # Kafka's scheduleAutoLeaderRebalanceTask(delay = 5 s) at failover
 
 
 def _cfg(config: Any, key: str, default: Any) -> Any:
@@ -52,6 +61,11 @@ class KafkaController:
         self._runner: defer.Deferred | None = None
         self._running = False
         self._partition_watches: dict[str, Callable[[], None]] = {}
+        self._rebalance_call: IDelayedCall | None = None
+        self._registered_session: int | None = None   # the session /brokers/ids/<id> belongs to
+        self.auto_rebalance = bool(_cfg(config, "auto.leader.rebalance.enable", True))
+        self.imbalance_check_interval_s = float(_cfg(config, "leader.imbalance.check.interval.seconds", 300))
+        self.imbalance_percentage = int(_cfg(config, "leader.imbalance.per.broker.percentage", 10))
         self.ctx = ControllerContext()
         self.channels = ControllerChannelManager(reactor, broker_id, self.listener, self._on_response)
         self.backend = ThreadedZkBackend(zk, self.ctx, self, reactor)
@@ -61,8 +75,8 @@ class KafkaController:
             delete_topic_enable=bool(_cfg(config, "delete.topic.enable", True)))
 
     def _in_thread(self, fn, *args):
-        """Run a blocking KafkaZkClient call in this reactor's thread pool."""
-        return threads.deferToThreadPool(self.reactor, self.reactor.getThreadPool(), fn, *args)
+        """Run a blocking KafkaZkClient call in this reactor's thread pool (retried on connection loss)."""
+        return threads.deferToThreadPool(self.reactor, self.reactor.getThreadPool(), self.zk.retry, fn, *args)
 
     # ------------------------------------------------------------ public
 
@@ -77,10 +91,11 @@ class KafkaController:
     async def startup(self, broker_epoch: int) -> None:
         """Watch /controller and try to become controller (in the background)."""
         self.broker_epoch = broker_epoch
+        self._registered_session = self.zk.session_id   # the broker registered just before
         if not self._started:
             self._started = True
-            self.zk.on_session_expired(lambda: self._from_thread("Expire", self._on_session_expired))
-            self.zk.on_new_session(lambda: self._from_thread("Reelect", self._elect))
+            self.zk.on_session_expired(lambda: self.reactor.callFromThread(self._on_session_expired))
+            self.zk.on_new_session(self._on_new_session)
         self._enqueue("Startup", self._elect)
 
     async def shutdown(self) -> None:
@@ -96,6 +111,9 @@ class KafkaController:
                 await self._in_thread(self.zk.delete_controller_if_ours, self.broker_id)
             except Exception as exc:
                 log.warning("controller %d: could not delete /controller: %s", self.broker_id, exc)
+
+    def is_topic_queued_for_deletion(self, topic: str) -> bool:
+        return self._active and self.ctx.is_topic_queued_for_deletion(topic)
 
     async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> list[tuple[str, int]]:
         """Move leadership off ``broker_id``; the partitions it still leads (empty when done)."""
@@ -134,6 +152,9 @@ class KafkaController:
 
     def isr_change(self) -> None:
         self._from_thread("IsrChangeNotification", self.core.on_isr_change_notification, True)
+
+    def preferred_replica_election(self) -> None:
+        self._from_thread("PreferredReplicaElection", self.core.on_preferred_replica_election_znode, True)
 
     def partition_modification(self, topic: str) -> Callable[[], None]:
         w = self._partition_watches.get(topic)
@@ -180,11 +201,27 @@ class KafkaController:
     async def _elect(self) -> None:
         if self._stopped:
             return
+        if self.zk.session_id != self._registered_session:
+            # A new session whose broker registration is not done yet (a late watch of the
+            # old session can get here): the Reelect after re-registration elects.
+            log.info("controller %d: not electing before the broker re-registered", self.broker_id)
+            return
+        # An event queued before a session expiry may run on the new session before the broker
+        # re-registered (Kafka clears its event queue on expiry): only a registered broker elects.
+        if not await self._in_thread(self.zk.broker_registered_by_this_session, self.broker_id):
+            return
         cid = await self._in_thread(self.zk.get_controller_id, self.controller_change)
         self.active_controller_id = cid
         if cid is not None:
             if cid != self.broker_id and self._active:
                 self._resign()
+            elif cid == self.broker_id and not self._active and \
+                    await self._in_thread(self.zk.controller_held_by_this_session):
+                # Our session holds /controller but we never finished becoming controller
+                # (e.g. a multi whose answer was lost): give it up and elect again. (A node of a
+                # previous session of this broker id is left to expire, as Kafka does.)
+                await self._in_thread(self.zk.delete_controller_if_ours, self.broker_id)
+                self._enqueue("Reelect", self._elect)
             return
         try:
             epoch, version = await self._in_thread(
@@ -198,6 +235,9 @@ class KafkaController:
         self._active = True
         log.info("controller %d: elected with epoch %d", self.broker_id, epoch)
         await self.core.on_controller_failover(epoch, version)
+        # Kafka's failover step 6 (pending preferred elections) and 7 (auto rebalance).
+        self._enqueue("PreferredReplicaElection", self.core.on_preferred_replica_election_znode, True)
+        self._schedule_auto_rebalance(INITIAL_REBALANCE_DELAY_S)
 
     async def _on_controller_change(self) -> None:
         cid = await self._in_thread(self.zk.get_controller_id, self.controller_change)
@@ -220,15 +260,50 @@ class KafkaController:
         await self._in_thread(self.zk.delete_controller_if_ours, self.broker_id)
         self._enqueue("Reelect", self._elect)
 
-    async def _on_session_expired(self) -> None:
+    def _on_session_expired(self) -> None:
+        """Reactor: the ZooKeeper session is gone; stop being controller at once (Kafka's Expire)."""
         self.active_controller_id = None
         self._resign()
+
+    def _on_new_session(self) -> None:
+        """Session-callback thread: once the broker re-registered on the new session, re-elect."""
+        epoch = self.zk.wait_for_broker_registration(self.broker_id, lambda: self._stopped)
+        if epoch is None:
+            return
+        log.info("controller %d: broker re-registered (epoch %d); re-electing", self.broker_id, epoch)
+
+        session = self.zk.session_id
+
+        def reelect() -> None:
+            self.broker_epoch = epoch
+            self._registered_session = session
+            self._enqueue("Reelect", self._elect)
+        self.reactor.callFromThread(reelect)
+
+    # ------------------------------------------------------------ auto leader rebalance
+
+    def _schedule_auto_rebalance(self, delay_s: float) -> None:
+        if not self.auto_rebalance or not self._active or self._stopped:
+            return
+        if self._rebalance_call is not None and self._rebalance_call.active():
+            self._rebalance_call.cancel()
+        self._rebalance_call = self.reactor.callLater(
+            delay_s, self._enqueue, "AutoPreferredReplicaLeaderElection", self._auto_rebalance, True)
+
+    async def _auto_rebalance(self) -> None:
+        try:
+            await self.core.check_and_trigger_auto_leader_rebalance(self.imbalance_percentage)
+        finally:
+            self._schedule_auto_rebalance(self.imbalance_check_interval_s)
 
     def _resign(self) -> None:
         if not self._active:
             return
         log.info("controller %d: resigning (epoch %d)", self.broker_id, self.ctx.epoch)
         self._active = False
+        if self._rebalance_call is not None and self._rebalance_call.active():
+            self._rebalance_call.cancel()
+        self._rebalance_call = None
         self.channels.shutdown()
         self.core.batch.clear()
         epoch = self.ctx.epoch

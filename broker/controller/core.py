@@ -4,7 +4,8 @@ Invariant: sans-IO apart from the two boundaries it is given — a
 ``ControllerZkBackend`` (async, epoch-fenced) and a ``Channels`` sink for
 requests and broker connections — so every decision (failover, broker
 startup/failure/bounce, new topics and partitions, deletion, ISR change
-notifications, controlled shutdown) is testable with in-memory fakes. Handlers
+notifications, controlled shutdown, preferred elections and the auto leader
+rebalance) is testable with in-memory fakes. Handlers
 run one at a time (the shell's event queue guarantees it).
 """
 from __future__ import annotations
@@ -17,6 +18,8 @@ from odradek.zk.znodes import BrokerInfo
 
 from .backend import ControllerZkBackend
 from .context import ControllerContext, PartitionReplica, TopicPartition
+from . import rebalance
+from .election import ElectionResult
 from .partition_state_machine import PartitionStateMachine, Strategy
 from .replica_state_machine import ReplicaStateMachine
 from .request_batch import ControllerRequestBatch, OutRequest
@@ -259,9 +262,50 @@ class ControllerCore:
 
     # ------------------------------------------------------------ preferred election
 
-    async def elect_preferred_leaders(self, partitions: Iterable[TopicPartition]) -> dict:
-        """Move leadership back to the first replica where it is live and in the ISR."""
-        parts = [tp for tp in partitions if tp in self.ctx.leadership
-                 and self.ctx.leadership[tp].leader != (self.ctx.replicas(tp) or [None])[0]
-                 and not self.ctx.is_topic_queued_for_deletion(tp[0])]
+    async def elect_preferred_leaders(self, partitions: Iterable[TopicPartition]
+                                      ) -> dict[TopicPartition, ElectionResult | Exception]:
+        """Move leadership back to the first replica where it is live and in the ISR.
+
+        Unknown partitions, topics being deleted and partitions already led by their
+        preferred replica are skipped (Kafka's processReplicaLeaderElection); the result
+        holds an ElectionResult or the failure per partition actually elected.
+        """
+        ctx = self.ctx
+        known = [tp for tp in dict.fromkeys(partitions) if tp in ctx.leadership and ctx.replicas(tp)]
+        parts = [tp for tp in known if not ctx.is_topic_queued_for_deletion(tp[0])
+                 and ctx.leadership[tp].leader != ctx.replicas(tp)[0]]
+        if parts:
+            log.info("controller %d: preferred replica election for %s", self.controller_id, parts)
         return await self.psm.handle_state_changes(parts, PartitionState.ONLINE, Strategy.PREFERRED)
+
+    async def on_preferred_replica_election_znode(self) -> None:
+        """/admin/preferred_replica_election appeared (or was pending at failover): elect, delete it."""
+        partitions = await self.zk.get_preferred_replica_election()
+        if partitions is None:
+            return
+        try:
+            unknown = [tp for tp in partitions if not self.ctx.replicas(tp)]
+            if unknown:
+                log.info("controller %d: skipping preferred election of unknown partitions %s",
+                         self.controller_id, unknown)
+            await self.elect_preferred_leaders(partitions)
+        finally:
+            await self.zk.delete_preferred_replica_election()
+
+    async def check_and_trigger_auto_leader_rebalance(self, imbalance_percentage: int
+                                                      ) -> dict[TopicPartition, ElectionResult | Exception]:
+        """One auto leader rebalance check: preferred elections for over-imbalanced brokers."""
+        ctx = self.ctx
+        assignments = {tp: ctx.replicas(tp) for tp in ctx.all_partitions()}
+        leaders = {tp: st.leader for tp, st in ctx.leadership.items()}
+        isrs = {tp: st.isr for tp, st in ctx.leadership.items()}
+        for b, entry in sorted(rebalance.imbalance_by_broker(assignments, leaders, ctx.topics_to_delete).items()):
+            log.debug("controller %d: broker %d leader imbalance ratio %.2f", self.controller_id, b,
+                      entry.ratio)
+        chosen = rebalance.partitions_to_rebalance(assignments, leaders, isrs, ctx.live_broker_ids(),
+                                                   imbalance_percentage, ctx.topics_to_delete)
+        if not chosen:
+            return {}
+        log.info("controller %d: auto leader rebalance moves %s back to their preferred replicas",
+                 self.controller_id, chosen)
+        return await self.elect_preferred_leaders(chosen)

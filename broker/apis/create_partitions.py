@@ -1,0 +1,97 @@
+"""CreatePartitions (key 37, v0-1): add partitions to existing topics.
+
+Invariant: only the active controller adds partitions (others: NOT_CONTROLLER per
+topic), as Kafka's KafkaApis.handleCreatePartitionsRequest + ZkAdminManager do:
+duplicate names → INVALID_REQUEST, topics queued for deletion →
+INVALID_TOPIC_EXCEPTION, then per topic UNKNOWN_TOPIC_OR_PARTITION,
+INVALID_PARTITIONS (count ≤ current), INVALID_REPLICA_ASSIGNMENT (bad manual
+assignment); the topic znode is rewritten through AdminZkClient in a thread
+(``validate_only`` writes nothing). Topics that grew are answered once the
+metadata cache shows every partition with a leader, or REQUEST_TIMED_OUT.
+"""
+from __future__ import annotations
+
+import logging
+
+from twisted.internet import defer
+
+from odradek.protocol.apis import create_partitions as API
+from odradek.protocol.errors import ErrorCode, KafkaError
+
+from .context import BrokerContext, RequestContext, wait_for_metadata
+
+log = logging.getLogger(__name__)
+
+MIN_VERSION = 0
+MAX_VERSION = 1
+
+
+def _result(name: str, code: ErrorCode | int, message: str | None = None) -> dict:
+    return {"name": name, "error_code": int(code), "error_message": message}
+
+
+def handle(ctx: BrokerContext, rc: RequestContext, req):
+    return defer.Deferred.fromCoroutine(_handle(ctx, rc, req))
+
+
+def _queued_for_deletion(ctx: BrokerContext, topic: str) -> bool:
+    check = getattr(ctx.controller, "is_topic_queued_for_deletion", None)
+    return bool(check(topic)) if check is not None else False
+
+
+async def _handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:
+    names = [t.name for t in req.topics]
+    dups = {n for n in names if names.count(n) > 1}
+    results: dict[str, dict] = {}
+    grown: dict[str, int] = {}
+    for topic in req.topics:
+        name = topic.name
+        if name in results:
+            continue
+        if not ctx.is_controller:
+            results[name] = _result(name, ErrorCode.NOT_CONTROLLER,
+                                    "This is not the correct controller for this cluster.")
+        elif name in dups:
+            results[name] = _result(name, ErrorCode.INVALID_REQUEST, "Duplicate topic in request.")
+        elif _queued_for_deletion(ctx, name):
+            results[name] = _result(name, ErrorCode.INVALID_TOPIC_EXCEPTION, "The topic is queued for deletion.")
+        else:
+            assignments = None if topic.assignments is None else [list(a.broker_ids) for a in topic.assignments]
+            try:
+                new = await ctx.run_in_thread(ctx.admin.create_partitions, name, topic.count, assignments,
+                                              bool(req.validate_only))
+                results[name] = _result(name, ErrorCode.NONE)
+                if not req.validate_only:
+                    grown[name] = topic.count
+                    log.info("topic %s: added partitions %s", name, new)
+            except KafkaError as e:
+                results[name] = _result(name, e.code, e.message)
+            except Exception as e:
+                log.exception("adding partitions to %s failed", name)
+                results[name] = _result(name, ErrorCode.UNKNOWN_SERVER_ERROR, str(e))
+    if grown and req.timeout_ms > 0:
+        cache = ctx.metadata_cache
+        ready = await wait_for_metadata(
+            ctx, lambda: all(cache.topic_has_leaders(t, n) for t, n in grown.items()), req.timeout_ms)
+        if not ready:
+            for t, n in grown.items():
+                if not cache.topic_has_leaders(t, n):
+                    results[t] = _result(t, ErrorCode.REQUEST_TIMED_OUT, "Operation timed out")
+    seen: set[str] = set()
+    out = []
+    for n in names:
+        if n not in seen:
+            seen.add(n)
+            out.append(results[n])
+    return {"throttle_time_ms": 0, "results": out}
+
+
+def error_response(req, version: int, code: ErrorCode) -> dict:
+    seen: list[str] = []
+    for t in req.topics:
+        if t.name not in seen:
+            seen.append(t.name)
+    return {"throttle_time_ms": 0, "results": [_result(n, code) for n in seen]}
+
+
+__all__ = ["API", "MIN_VERSION", "MAX_VERSION", "handle", "error_response"]
