@@ -325,8 +325,11 @@ class RecordAccumulator:
         return nodes, max(next_delay, 0.0), unknown
 
     def drain(self, nodes: Iterable[int], leader_for: Callable[[str, int], int], max_request_size: int,
-              now: float) -> dict[int, list[ProducerBatch]]:
-        """Pop at most one batch per partition for each node, up to ``max_request_size`` bytes per node."""
+              now: float, hold: Callable[[ProducerBatch], bool] | None = None) -> dict[int, list[ProducerBatch]]:
+        """Pop at most one batch per partition for each node, up to ``max_request_size`` bytes per node.
+
+        ``hold(batch)`` true keeps a partition's first batch queued (the idempotent producer
+        resends a retried batch only once every earlier sequence is resolved)."""
         out: dict[int, list[ProducerBatch]] = {}
         nodes = set(nodes)
         if not nodes:
@@ -348,6 +351,8 @@ class RecordAccumulator:
                 batch = dq[0]
                 if batch.attempts and batch.retry_at > now:
                     continue
+                if hold is not None and hold(batch):
+                    continue
                 size = batch.builder.estimated_size()
                 used = sizes.get(leader, 0)
                 if used and used + size > max_request_size:
@@ -361,12 +366,22 @@ class RecordAccumulator:
         return out
 
     def reenqueue(self, batch: ProducerBatch, now: float) -> None:
-        """Put a batch that failed retriably back at the front of its queue."""
+        """Put a batch that failed retriably back at the front of its queue (batches that carry
+        an idempotent sequence are kept in sequence order, ahead of unsequenced ones)."""
         batch.attempts += 1
         batch.retry_at = now + self.retry_backoff
+        seq = batch.builder.base_sequence
         with self._lock:
             dq = self._batches.setdefault(batch.tp, collections.deque())
-            dq.appendleft(batch)
+            if batch.built is None or seq < 0:
+                dq.appendleft(batch)
+                return
+            i = 0
+            for other in dq:
+                if other.built is None or other.builder.base_sequence < 0 or other.builder.base_sequence > seq:
+                    break
+                i += 1
+            dq.insert(i, batch)
 
     def complete(self, batch: ProducerBatch, base_offset: int, log_append_time: int,
                  error: BaseException | None) -> None:

@@ -441,15 +441,20 @@ def e2e_perf(argv: list[str], out=None) -> int:
     return 0
 
 
-COMMANDS = {"producer": producer_perf, "consumer": consumer_perf, "e2e": e2e_perf}
+def failover_perf(argv: list[str], out=None) -> int:
+    from .perf_failover import failover_perf as run
+    return run(argv, out)
+
+
+COMMANDS = {"producer": producer_perf, "consumer": consumer_perf, "e2e": e2e_perf, "failover": failover_perf}
 
 
 def main(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
-        print("usage: odradek perf producer|consumer|e2e [options]")
+        print("usage: odradek perf producer|consumer|e2e|failover [options]")
         return 0 if argv else 1
     if argv[0] not in COMMANDS:
-        print(f"Error: unknown perf tool {argv[0]!r} (producer, consumer, e2e)", file=sys.stderr)
+        print(f"Error: unknown perf tool {argv[0]!r} (producer, consumer, e2e, failover)", file=sys.stderr)
         return 1
     fn = COMMANDS[argv[0]]
     try:

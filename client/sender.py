@@ -55,6 +55,8 @@ class Sender(threading.Thread):
         self.producer_id = -1
         self.producer_epoch = -1
         self._sequences: dict[Any, int] = {}
+        # idempotent: per partition, the batches holding a sequence and not completed, in sequence order
+        self._unresolved: dict[Any, list[ProducerBatch]] = {}
         self._running = True
         self._forced = False
         self._wake_r, self._wake_w = socket.socketpair()
@@ -133,7 +135,9 @@ class Sender(threading.Thread):
             if len(conn.in_flight) < self.max_in_flight:
                 sendable.append(node)
         if sendable:
-            for node, batches in self.acc.drain(sendable, cluster.leader_for, self.max_request_size, now).items():
+            hold = self._hold if self.idempotent else None
+            for node, batches in self.acc.drain(sendable, cluster.leader_for, self.max_request_size, now,
+                                                hold).items():
                 self._send_produce(node, batches)
         if now - self._last_expiry_check > 0.1:
             self._last_expiry_check = now
@@ -191,10 +195,11 @@ class Sender(threading.Thread):
                 seq = self._sequences.get(batch.tp, 0)
                 b.base_sequence = seq
                 self._sequences[batch.tp] = (seq + b.record_count) & 0x7FFFFFFF
+                self._unresolved.setdefault(batch.tp, []).append(batch)
             try:
                 data = batch.build()
             except Exception as exc:  # e.g. a compression codec failure
-                self.acc.complete(batch, -1, -1, KafkaError(ErrorCode.CORRUPT_MESSAGE, str(exc)))
+                self._complete(batch, -1, -1, KafkaError(ErrorCode.CORRUPT_MESSAGE, str(exc)))
                 continue
             topic_data.setdefault(batch.tp.topic, []).append({"index": batch.tp.partition, "records": data})
             by_tp[(batch.tp.topic, batch.tp.partition)] = batch
@@ -219,7 +224,7 @@ class Sender(threading.Thread):
             return
         if resp is None:  # acks=0
             for batch in by_tp.values():
-                self.acc.complete(batch, -1, -1, None)
+                self._complete(batch, -1, -1, None)
             return
         for topic_resp in resp.responses:
             for p in topic_resp.partition_responses:
@@ -228,7 +233,12 @@ class Sender(threading.Thread):
                     continue
                 code = p.error_code
                 if code == ErrorCode.NONE or code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER:
-                    self.acc.complete(batch, p.base_offset, p.log_append_time_ms, None)
+                    self._complete(batch, p.base_offset, p.log_append_time_ms, None)
+                elif code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER and self._earlier_unresolved(batch) \
+                        and now - batch.created < self.delivery_timeout and not self._forced:
+                    # an earlier sequence failed (e.g. its leader died) and will be resent first
+                    self.acc.reenqueue(batch, now)
+                    self.acc.unmute(batch.tp)
                 else:
                     msg = getattr(p, "error_message", None)
                     self._fail_or_retry(batch, KafkaError(code, msg), now)
@@ -247,11 +257,27 @@ class Sender(threading.Thread):
         if retriable and now - batch.created >= self.delivery_timeout:
             error = KafkaTimeoutError(f"expiring {batch.record_count} record(s) for {batch.tp.topic}-"
                                       f"{batch.tp.partition}: delivery.timeout.ms elapsed ({error})")
-        self.acc.complete(batch, -1, -1, error)
+        self._complete(batch, -1, -1, error)
+
+    def _complete(self, batch: ProducerBatch, base_offset: int, log_append_time: int,
+                  error: BaseException | None) -> None:
+        pending = self._unresolved.get(batch.tp)
+        if pending is not None and batch in pending:
+            pending.remove(batch)
+        self.acc.complete(batch, base_offset, log_append_time, error)
+
+    def _earlier_unresolved(self, batch: ProducerBatch) -> bool:
+        """True if a batch with a lower sequence on the same partition is not resolved yet."""
+        pending = self._unresolved.get(batch.tp)
+        return bool(pending) and pending[0] is not batch
+
+    def _hold(self, batch: ProducerBatch) -> bool:
+        """Idempotence: a retried batch goes out only as the lowest unresolved sequence."""
+        return batch.built is not None and self._earlier_unresolved(batch)
 
     def _expire(self, now: float) -> None:
         for batch in self.acc.expired(now, self.delivery_timeout):
-            self.acc.complete(batch, -1, -1, KafkaTimeoutError(
+            self._complete(batch, -1, -1, KafkaTimeoutError(
                 f"expiring {batch.record_count} record(s) for {batch.tp.topic}-{batch.tp.partition}: "
                 f"{(now - batch.created) * 1000:.0f} ms has passed since batch creation"))
 

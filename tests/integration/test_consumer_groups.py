@@ -9,19 +9,7 @@ from odradek.client import AdminClient, Consumer, NewTopic, Producer, TopicParti
 from odradek.client import consumer_groups_cli
 
 
-def _broker_runs_group_coordinator() -> bool:
-    """The group APIs answer only once server.py starts a GroupCoordinator (being wired by the broker work)."""
-    import inspect
-
-    from odradek.broker import server
-    return "GroupCoordinator" in inspect.getsource(server)
-
-
-pytestmark = [pytest.mark.timeout(300),
-              pytest.mark.skipif(not _broker_runs_group_coordinator(),
-                                 reason="the broker does not start its GroupCoordinator yet")]
-
-
+pytestmark = pytest.mark.timeout(300)
 
 
 @pytest.fixture
