@@ -276,10 +276,12 @@ def consumer_perf(argv: list[str], out=None) -> int:
     out = out or sys.stdout
     props: dict[str, Any] = properties_file(args.consumer_config)
     props["bootstrap.servers"] = resolve_bootstrap(args.bootstrap_server or props.get("bootstrap.servers"))
+    if not props.get("group.id"):
+        props["group.id"] = args.group or f"perf-consumer-{random.randrange(100000)}"
     consume = _consume_confluent if args.client == "confluent-kafka" else _consume_odradek
     start_wall = time.time()
     start = time.monotonic()
-    count, nbytes, timed_out = consume(args, props)
+    count, nbytes, timed_out, assigned_at = consume(args, props)
     end = time.monotonic()
     end_wall = start_wall + (end - start)
     if timed_out:
@@ -287,28 +289,41 @@ def consumer_perf(argv: list[str], out=None) -> int:
               f"exceeded. You can use the --timeout option to increase the timeout.", file=sys.stderr)
     elapsed = max(end - start, 1e-9)
     mb = nbytes / (1024.0 * 1024.0)
-    fetch_ms = int(elapsed * 1000)
+    # As kafka-consumer-perf-test: the group's first assignment is rebalance time, the rest fetch time.
+    rebalance_ms = int(((assigned_at or start) - start) * 1000)
+    fetch_ms = max(int(elapsed * 1000) - rebalance_ms, 1)
     if not args.hide_header:
         print(HEADER, file=out)
     print(f"{_fmt_time(start_wall, args.date_format)}, {_fmt_time(end_wall, args.date_format)}, "
-          f"{mb:.4f}, {mb / elapsed:.4f}, {count}, {count / elapsed:.4f}, 0, {fetch_ms}, "
-          f"{mb / max(fetch_ms / 1000.0, 1e-9):.4f}, {count / max(fetch_ms / 1000.0, 1e-9):.4f}", file=out, flush=True)
+          f"{mb:.4f}, {mb / elapsed:.4f}, {count}, {count / elapsed:.4f}, {rebalance_ms}, {fetch_ms}, "
+          f"{mb / (fetch_ms / 1000.0):.4f}, {count / (fetch_ms / 1000.0):.4f}", file=out, flush=True)
     return 0
 
 
-def _consume_odradek(args: Any, props: dict[str, Any]) -> tuple[int, int, bool]:
-    from .consumer import Consumer
+def _consume_odradek(args: Any, props: dict[str, Any]) -> tuple[int, int, bool, float | None]:
+    """Subscribe through the group and count records; also when the first assignment came."""
+    from .consumer import Consumer, ConsumerRebalanceListener
+
+    assigned: list[float] = []
+
+    class Listener(ConsumerRebalanceListener):
+        def on_partitions_revoked(self, revoked):
+            pass
+
+        def on_partitions_assigned(self, partitions):
+            if not assigned:
+                assigned.append(time.monotonic())
 
     props = dict(props)
     props.setdefault("max.partition.fetch.bytes", args.fetch_size)
     props.setdefault("max.poll.records", 100000)
+    props.setdefault("enable.auto.commit", False)
     props["auto.offset.reset"] = "latest" if args.from_latest else "earliest"
     consumer = Consumer(props)
     try:
-        parts = consumer.partitions_for_topic(args.topic)
-        if not parts:
+        if not consumer.partitions_for_topic(args.topic):
             raise ToolError(f"topic {args.topic!r} does not exist")
-        consumer.assign([TopicPartition(args.topic, p) for p in sorted(parts)])
+        consumer.subscribe([args.topic], listener=Listener())
         count = nbytes = 0
         last = time.monotonic()
         target = args.messages
@@ -323,20 +338,20 @@ def _consume_odradek(args: Any, props: dict[str, Any]) -> tuple[int, int, bool]:
                         nbytes += (r.serialized_key_size if r.serialized_key_size > 0 else 0) + \
                                   (r.serialized_value_size if r.serialized_value_size > 0 else 0)
             elif (now - last) * 1000 > args.timeout:
-                return count, nbytes, True
-        return count, nbytes, False
+                return count, nbytes, True, assigned[0] if assigned else None
+        return count, nbytes, False, assigned[0] if assigned else None
     finally:
-        consumer.close()
+        consumer.close(autocommit=False)
 
 
-def _consume_confluent(args: Any, props: dict[str, Any]) -> tuple[int, int, bool]:
+def _consume_confluent(args: Any, props: dict[str, Any]) -> tuple[int, int, bool, float | None]:
     try:
         import confluent_kafka
     except ImportError:
         raise ToolError("confluent-kafka is not installed") from None
     conf = {k: v for k, v in props.items()}
-    conf.setdefault("group.id", args.group or f"perf-consumer-{random.randrange(100000)}")
     conf.setdefault("enable.auto.commit", False)
+    conf["auto.offset.reset"] = "latest" if args.from_latest else "earliest"
     conf.setdefault("max.partition.fetch.bytes", args.fetch_size)
     consumer = confluent_kafka.Consumer(conf)
     try:
@@ -347,8 +362,9 @@ def _consume_confluent(args: Any, props: dict[str, Any]) -> tuple[int, int, bool
         tmeta = md.topics.get(args.topic)
         if tmeta is None or tmeta.error is not None or not tmeta.partitions:
             raise ToolError(f"topic {args.topic!r} does not exist")
-        start_offset = confluent_kafka.OFFSET_END if args.from_latest else confluent_kafka.OFFSET_BEGINNING
-        consumer.assign([confluent_kafka.TopicPartition(args.topic, p, start_offset) for p in sorted(tmeta.partitions)])
+        assigned: list[float] = []
+        consumer.subscribe([args.topic],
+                           on_assign=lambda c, parts: assigned or assigned.append(time.monotonic()))
         count = nbytes = 0
         last = time.monotonic()
         while count < args.messages:
@@ -363,8 +379,8 @@ def _consume_confluent(args: Any, props: dict[str, Any]) -> tuple[int, int, bool
                     k, v = m.key(), m.value()
                     nbytes += (len(k) if k else 0) + (len(v) if v else 0)
             elif (now - last) * 1000 > args.timeout:
-                return count, nbytes, True
-        return count, nbytes, False
+                return count, nbytes, True, assigned[0] if assigned else None
+        return count, nbytes, False, assigned[0] if assigned else None
     finally:
         consumer.close()
 
