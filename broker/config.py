@@ -335,7 +335,24 @@ def parse_listeners(name: str, value: str | None) -> list[ListenerEndpoint]:
     return out
 
 
-class KafkaConfig:
+class _TypedValues:
+    """Typed values by Kafka name; ``cfg.log_segment_bytes`` reads ``cfg["log.segment.bytes"]``."""
+
+    _values: dict[str, Any]
+
+    def __getattr__(self, attr: str) -> Any:
+        values = self.__dict__.get("_values")
+        name = attr.replace("_", ".")
+        if values is not None and name in values:
+            return values[name]
+        raise AttributeError(attr)
+
+    def values(self) -> dict[str, Any]:
+        """Every known key with its typed (possibly default) value."""
+        return dict(self._values)
+
+
+class KafkaConfig(_TypedValues):
     """The broker's configuration: ``cfg["log.segment.bytes"]``, ``cfg.log_segment_bytes``
     and derived properties (``broker_id``, ``listeners``, ``retention_ms``...)."""
 
@@ -380,16 +397,6 @@ class KafkaConfig:
         except KeyError:
             return default
 
-    def __getattr__(self, attr: str) -> Any:
-        values = self.__dict__.get("_values")
-        name = attr.replace("_", ".")
-        if values is not None and name in values:
-            return values[name]
-        raise AttributeError(attr)
-
-    def values(self) -> dict[str, Any]:
-        """Every known key with its typed (possibly default) value."""
-        return dict(self._values)
 
     def __repr__(self) -> str:
         return f"KafkaConfig(broker.id={self.broker_id}, zookeeper.connect={self.zookeeper_connect!r})"
@@ -566,7 +573,7 @@ _BROKER_SYNONYM: dict[str, str | Callable[[KafkaConfig], Any]] = {
 }
 
 
-class LogConfig:
+class LogConfig(_TypedValues):
     """Topic-level configuration: ``lc["segment.bytes"]`` or ``lc.segment_bytes``.
 
     ``overrides`` holds the topic's explicit settings (as stored in /config/topics/<t>).
@@ -609,15 +616,6 @@ class LogConfig:
     def __getitem__(self, name: str) -> Any:
         return self._values[name]
 
-    def __getattr__(self, attr: str) -> Any:
-        values = self.__dict__.get("_values")
-        name = attr.replace("_", ".")
-        if values is not None and name in values:
-            return values[name]
-        raise AttributeError(attr)
-
-    def values(self) -> dict[str, Any]:
-        return dict(self._values)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, LogConfig) and self._values == other._values

@@ -27,6 +27,16 @@ def now_ms_str() -> str:
     return str(int(time.time() * 1000))
 
 
+def _partitions_json(partitions: list[tuple[str, int]]) -> bytes:
+    """{"version":1,"partitions":[{"topic":t,"partition":p}]}: the shape of several admin znodes."""
+    return _dumps({"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in partitions]})
+
+
+def _partitions_from_json(data: bytes) -> list[tuple[str, int]]:
+    obj = _loads(data) or {}
+    return [(e["topic"], int(e["partition"])) for e in obj.get("partitions", [])]
+
+
 # --------------------------------------------------------------------- brokers
 
 class BrokersZNode:
@@ -231,16 +241,16 @@ class DeleteTopicsTopicZNode:
 
 
 class PreferredReplicaElectionZNode:
+    """/admin/preferred_replica_election: the partitions whose preferred replica should lead."""
     path = "/admin/preferred_replica_election"
 
     @staticmethod
     def encode(partitions: list[tuple[str, int]]) -> bytes:
-        return _dumps({"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in partitions]})
+        return _partitions_json(partitions)
 
     @staticmethod
     def decode(data: bytes) -> list[tuple[str, int]]:
-        obj = _loads(data) or {}
-        return [(e["topic"], int(e["partition"])) for e in obj.get("partitions", [])]
+        return _partitions_from_json(data)
 
 
 # ----------------------------------------------------------------- config
@@ -290,15 +300,6 @@ class ConfigEntityChangeNotificationSequenceZNode:
 
 
 # ------------------------------------------------------------- notifications
-
-def _partitions_json(partitions: list[tuple[str, int]]) -> bytes:
-    return _dumps({"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in partitions]})
-
-
-def _partitions_from_json(data: bytes) -> list[tuple[str, int]]:
-    obj = _loads(data) or {}
-    return [(e["topic"], int(e["partition"])) for e in obj.get("partitions", [])]
-
 
 class IsrChangeNotificationZNode:
     path = "/isr_change_notification"

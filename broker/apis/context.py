@@ -15,7 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
+from kazoo.exceptions import ConnectionLoss, SessionExpiredError
 from twisted.internet import defer
+
+from odradek.protocol.errors import ErrorCode, KafkaError
 
 from ..metadata_cache import MetadataCache
 
@@ -101,3 +104,27 @@ def sync_or_deferred(start) -> dict | None | defer.Deferred:
         return box[0]
     d = defer.Deferred()
     return d
+
+
+async def await_leaders(ctx: BrokerContext, wanted: dict[str, int], timeout_ms: int) -> list[str]:
+    """Wait (up to ``timeout_ms``) until every topic in ``wanted`` has a leader for each of its
+    ``wanted[t]`` partitions in the metadata cache; returns the topics still without them."""
+    cache = ctx.metadata_cache
+
+    def missing() -> list[str]:
+        return [t for t, n in wanted.items() if not cache.topic_has_leaders(t, n)]
+
+    if wanted and timeout_ms > 0:
+        await wait_for_metadata(ctx, lambda: not missing(), timeout_ms)
+    return missing() if timeout_ms > 0 else []
+
+
+def admin_error(exc: Exception) -> tuple[ErrorCode, str | None]:
+    """The error code a topic-admin request answers for ``exc`` raised while writing znodes:
+    the KafkaError's own, NOT_CONTROLLER when the ZooKeeper session went away under the
+    controller (retriable: clients find the new controller), else UNKNOWN_SERVER_ERROR."""
+    if isinstance(exc, KafkaError):
+        return exc.code, exc.message
+    if isinstance(exc, (SessionExpiredError, ConnectionLoss)):
+        return ErrorCode.NOT_CONTROLLER, f"ZooKeeper unavailable to the controller: {type(exc).__name__}"
+    return ErrorCode.UNKNOWN_SERVER_ERROR, str(exc)

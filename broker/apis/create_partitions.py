@@ -16,9 +16,9 @@ import logging
 from twisted.internet import defer
 
 from odradek.protocol.apis import create_partitions as API
-from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.errors import ErrorCode
 
-from .context import BrokerContext, RequestContext, wait_for_metadata
+from .context import BrokerContext, RequestContext, admin_error, await_leaders
 
 log = logging.getLogger(__name__)
 
@@ -64,19 +64,13 @@ async def _handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:
                 if not req.validate_only:
                     grown[name] = topic.count
                     log.info("topic %s: added partitions %s", name, new)
-            except KafkaError as e:
-                results[name] = _result(name, e.code, e.message)
             except Exception as e:
-                log.exception("adding partitions to %s failed", name)
-                results[name] = _result(name, ErrorCode.UNKNOWN_SERVER_ERROR, str(e))
-    if grown and req.timeout_ms > 0:
-        cache = ctx.metadata_cache
-        ready = await wait_for_metadata(
-            ctx, lambda: all(cache.topic_has_leaders(t, n) for t, n in grown.items()), req.timeout_ms)
-        if not ready:
-            for t, n in grown.items():
-                if not cache.topic_has_leaders(t, n):
-                    results[t] = _result(t, ErrorCode.REQUEST_TIMED_OUT, "Operation timed out")
+                code, message = admin_error(e)
+                if code == ErrorCode.UNKNOWN_SERVER_ERROR:
+                    log.exception("adding partitions to %s failed", name)
+                results[name] = _result(name, code, message)
+    for t in await await_leaders(ctx, grown, req.timeout_ms):
+        results[t] = _result(t, ErrorCode.REQUEST_TIMED_OUT, "Operation timed out")
     seen: set[str] = set()
     out = []
     for n in names:

@@ -18,7 +18,7 @@ from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.zk import assignment as assign
 from odradek.zk import topics as topic_rules
 
-from .context import BrokerContext, RequestContext, wait_for_metadata
+from .context import BrokerContext, RequestContext, admin_error, await_leaders
 
 log = logging.getLogger(__name__)
 
@@ -92,20 +92,14 @@ async def _handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:
                 created[name] = len(assignment)
                 log.info("created topic %s with %d partitions (replicas %s)", name, len(assignment), assignment)
             results[name] = _result(name, ErrorCode.NONE)
-        except KafkaError as e:
-            results[name] = _result(name, e.code, e.message)
         except Exception as e:
-            log.exception("creating topic %s failed", name)
-            results[name] = _result(name, ErrorCode.UNKNOWN_SERVER_ERROR, str(e))
-    if created and req.timeout_ms > 0:
-        cache = ctx.metadata_cache
-        ready = await wait_for_metadata(
-            ctx, lambda: all(cache.topic_has_leaders(t, n) for t, n in created.items()), req.timeout_ms)
-        if not ready:
-            for t, n in created.items():
-                if not cache.topic_has_leaders(t, n):
-                    results[t] = _result(t, ErrorCode.REQUEST_TIMED_OUT,
-                                         "Timed out waiting for the topic's partitions to get leaders.")
+            code, message = admin_error(e)
+            if code == ErrorCode.UNKNOWN_SERVER_ERROR:
+                log.exception("creating topic %s failed", name)
+            results[name] = _result(name, code, message)
+    for t in await await_leaders(ctx, created, req.timeout_ms):
+        results[t] = _result(t, ErrorCode.REQUEST_TIMED_OUT,
+                             "Timed out waiting for the topic's partitions to get leaders.")
     seen: set[str] = set()
     topics = []
     for n in names:
