@@ -12,17 +12,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
-import sys
 import threading
 import time
 from typing import NoReturn
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
+from kazoo.exceptions import NodeExistsError, NoNodeError
 
-from odradek.zk.admin import AdminOperationError, AdminZkClient, open_zk
+from odradek.zk.admin import AdminZkClient
 from odradek.zk.cli import CommandError
 from odradek.zk.znodes import PreferredReplicaElectionZNode
 
@@ -180,25 +178,9 @@ def run(zk: KazooClient, args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str]) -> int:
-    from odradek.zk.topics_cli import resolve_zookeeper
+    from odradek.zk.topics_cli import zookeeper_session
 
     args = build_parser().parse_args(argv)
     check_args(args)
-    connect = resolve_zookeeper(args.zookeeper)
-    kazoo_log = logging.getLogger("kazoo")
-    if not kazoo_log.handlers:
-        kazoo_log.addHandler(logging.NullHandler())
-    try:
-        zk = open_zk(connect, timeout=args.zookeeper_timeout)
-    except AdminOperationError as exc:
-        raise CommandError(str(exc)) from None
-    try:
+    with zookeeper_session(args.zookeeper, args.zookeeper_timeout) as zk:
         return run(zk, args)
-    except AdminOperationError as exc:
-        raise CommandError(str(exc)) from None
-    except KazooException as exc:
-        raise CommandError(f"ZooKeeper error: {type(exc).__name__} {exc}".rstrip()) from None
-    finally:
-        zk.stop()
-        zk.close()
-        sys.stdout.flush()

@@ -12,8 +12,10 @@ import logging
 import os
 import re
 import sys
-from typing import NoReturn
+from contextlib import contextmanager
+from typing import Iterator, NoReturn
 
+from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
 
 from odradek.protocol.errors import KafkaError
@@ -276,19 +278,21 @@ def do_describe(admin: AdminZkClient, args: argparse.Namespace) -> None:
 HANDLERS = {"create": do_create, "list": do_list, "delete": do_delete, "alter": do_alter, "describe": do_describe}
 
 
-def main(argv: list[str]) -> int:
-    args = build_parser().parse_args(argv)
-    action = check_args(args)
-    connect = resolve_zookeeper(args.zookeeper)
+@contextmanager
+def zookeeper_session(zookeeper: str | None, timeout: float) -> Iterator[KazooClient]:
+    """A kazoo session for one admin command: ZooKeeper found as every tool finds it, kazoo's
+    connection chatter silenced, any admin or ZooKeeper error turned into one CommandError
+    line, and the session closed afterwards."""
+    connect = resolve_zookeeper(zookeeper)
     kazoo_log = logging.getLogger("kazoo")
     if not kazoo_log.handlers:
-        kazoo_log.addHandler(logging.NullHandler())  # no connection chatter on stderr
+        kazoo_log.addHandler(logging.NullHandler())
     try:
-        zk = open_zk(connect, timeout=args.zookeeper_timeout)
+        zk = open_zk(connect, timeout=timeout)
     except AdminOperationError as exc:
         raise CommandError(str(exc)) from None
     try:
-        HANDLERS[action](AdminZkClient(zk), args)
+        yield zk
     except KafkaError as exc:
         raise CommandError(exc.message or exc.code.name) from None
     except AdminOperationError as exc:
@@ -298,5 +302,12 @@ def main(argv: list[str]) -> int:
     finally:
         zk.stop()
         zk.close()
-    sys.stdout.flush()
+        sys.stdout.flush()
+
+
+def main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    action = check_args(args)
+    with zookeeper_session(args.zookeeper, args.zookeeper_timeout) as zk:
+        HANDLERS[action](AdminZkClient(zk), args)
     return 0
