@@ -17,6 +17,7 @@ import argparse
 import base64
 import logging
 import socket
+import signal
 import sys
 import uuid
 from typing import Any
@@ -413,12 +414,22 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 log.error("startup failed: %s", f.getTraceback())
             exit_code[0] = 1
-            reactor.stop()
+            stop_once()
         d.addErrback(failed)
 
+    stopping = [False]
+
+    def stop_once() -> None:
+        """SIGTERM/SIGINT start one clean shutdown; a repeated signal while it runs is ignored."""
+        if not stopping[0]:
+            stopping[0] = True
+            reactor.stop()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: reactor.callFromThread(stop_once))
     reactor.callWhenRunning(start)
     reactor.addSystemEventTrigger("before", "shutdown", lambda: defer.Deferred.fromCoroutine(server.shutdown()))
-    reactor.run()
+    reactor.run(installSignalHandlers=False)
     return exit_code[0]
 
 
