@@ -457,20 +457,62 @@ def e2e_perf(argv: list[str], out=None) -> int:
     return 0
 
 
+def commit_perf(argv: list[str], out=None) -> int:
+    """Latency of synchronous offset commits by one group member (acks=-1 on __consumer_offsets)."""
+    import statistics
+
+    from .consumer import Consumer
+
+    ap = ArgParser(prog="odradek perf commit")
+    ap.add_argument("--bootstrap-server", dest="bootstrap_server")
+    ap.add_argument("--topic", required=True)
+    ap.add_argument("--group", default=None)
+    ap.add_argument("--commits", type=int, default=300)
+    ap.add_argument("--warmup", type=int, default=20)
+    args = ap.parse_args(argv)
+    out = out or sys.stdout
+    consumer = Consumer(bootstrap_servers=resolve_bootstrap(args.bootstrap_server), enable_auto_commit=False,
+                        group_id=args.group or f"perf-commit-{random.randrange(100000)}")
+    try:
+        if not consumer.partitions_for_topic(args.topic):
+            raise ToolError(f"topic {args.topic!r} does not exist")
+        consumer.subscribe([args.topic])
+        deadline = time.monotonic() + 60
+        while not consumer.assignment():
+            if time.monotonic() > deadline:
+                raise ToolError("no partitions assigned within 60 s")
+            consumer.poll(timeout_ms=100)
+        tp = sorted(consumer.assignment())[0]
+        times = []
+        for i in range(args.warmup + args.commits):
+            t0 = time.perf_counter()
+            consumer.commit({tp: i})
+            times.append((time.perf_counter() - t0) * 1000)
+        times = times[args.warmup:]
+        q = statistics.quantiles(times, n=1000)
+        print(f"{len(times)} synchronous commits: avg {statistics.fmean(times):.2f} ms, p50 "
+              f"{statistics.median(times):.2f} ms, p99 {q[989]:.2f} ms, p99.9 {q[998]:.2f} ms, "
+              f"max {max(times):.2f} ms", file=out)
+    finally:
+        consumer.close(autocommit=False)
+    return 0
+
+
 def failover_perf(argv: list[str], out=None) -> int:
     from .perf_failover import failover_perf as run
     return run(argv, out)
 
 
-COMMANDS = {"producer": producer_perf, "consumer": consumer_perf, "e2e": e2e_perf, "failover": failover_perf}
+COMMANDS = {"producer": producer_perf, "consumer": consumer_perf, "e2e": e2e_perf, "commit": commit_perf,
+            "failover": failover_perf}
 
 
 def main(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
-        print("usage: odradek perf producer|consumer|e2e|failover [options]")
+        print("usage: odradek perf producer|consumer|e2e|commit|failover [options]")
         return 0 if argv else 1
     if argv[0] not in COMMANDS:
-        print(f"Error: unknown perf tool {argv[0]!r} (producer, consumer, e2e, failover)", file=sys.stderr)
+        print(f"Error: unknown perf tool {argv[0]!r} (producer, consumer, e2e, commit, failover)", file=sys.stderr)
         return 1
     fn = COMMANDS[argv[0]]
     try:

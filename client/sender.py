@@ -57,6 +57,8 @@ class Sender(threading.Thread):
         self._sequences: dict[Any, int] = {}
         # idempotent: per partition, the batches holding a sequence and not completed, in sequence order
         self._unresolved: dict[Any, list[ProducerBatch]] = {}
+        # idempotent: per partition, the highest sequence the broker acknowledged
+        self._acked_sequence: dict[Any, int] = {}
         self._running = True
         self._forced = False
         self._wake_r, self._wake_w = socket.socketpair()
@@ -233,7 +235,16 @@ class Sender(threading.Thread):
                     continue
                 code = p.error_code
                 if code == ErrorCode.NONE or code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER:
+                    self._note_acked(batch)
                     self._complete(batch, p.base_offset, p.log_append_time_ms, None)
+                elif code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER and self._written_before(batch):
+                    # Sequences are contiguous: the broker acknowledged a later one on this
+                    # partition, so it holds this batch (its response was lost, e.g. with a dead
+                    # leader, and the retry fell out of the broker's 5-batch window). Committed,
+                    # offset unknown: -1, as Kafka answers for a duplicate sequence.
+                    log.info("%s: batch at sequence %d was already written (a later sequence was "
+                             "acknowledged); completing it with offset -1", batch.tp, batch.builder.base_sequence)
+                    self._complete(batch, -1, p.log_append_time_ms, None)
                 elif code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER and self._earlier_unresolved(batch) \
                         and now - batch.created < self.delivery_timeout and not self._forced:
                     # an earlier sequence failed (e.g. its leader died) and will be resent first
@@ -265,6 +276,19 @@ class Sender(threading.Thread):
         if pending is not None and batch in pending:
             pending.remove(batch)
         self.acc.complete(batch, base_offset, log_append_time, error)
+
+    def _note_acked(self, batch: ProducerBatch) -> None:
+        seq = batch.builder.base_sequence
+        if self.idempotent and seq >= 0:
+            last = seq + batch.record_count - 1
+            if last > self._acked_sequence.get(batch.tp, -1):
+                self._acked_sequence[batch.tp] = last
+
+    def _written_before(self, batch: ProducerBatch) -> bool:
+        """True if the broker acknowledged a sequence beyond this whole batch on its partition."""
+        seq = batch.builder.base_sequence
+        return (self.idempotent and seq >= 0
+                and self._acked_sequence.get(batch.tp, -1) >= seq + batch.record_count - 1)
 
     def _earlier_unresolved(self, batch: ProducerBatch) -> bool:
         """True if a batch with a lower sequence on the same partition is not resolved yet."""

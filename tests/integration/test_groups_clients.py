@@ -7,7 +7,6 @@ Times printed with ``-s`` are wall-clock measurements on this machine.
 """
 from __future__ import annotations
 
-import statistics
 import time
 
 import pytest
@@ -110,32 +109,3 @@ def test_groups_are_independent_and_commits_survive_a_restart(cluster_factory, m
     except BaseException:
         print(members.dump())
         raise
-
-
-def test_sync_commit_latency(cluster_factory):
-    """kafka-python group member: p50/p99 of synchronous OffsetCommit (acks=-1 on RF 3)."""
-    from kafka import KafkaConsumer, OffsetAndMetadata, TopicPartition
-    cluster = cluster_factory(brokers=3, overrides=GROUP_OVERRIDES)
-    topic, group = "latency", "latency-group"
-    create_topic(cluster, topic, 1)
-    wait_for_coordinator(cluster, group)
-    consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers, group_id=group,
-                             enable_auto_commit=False, session_timeout_ms=6000, heartbeat_interval_ms=1000)
-    try:
-        wait_until(lambda: consumer.partitions_for_topic(topic), 60, "topic metadata")  # see group_member.py
-        consumer.subscribe([topic])
-        wait_until(lambda: consumer.poll(timeout_ms=100) is not None and consumer.assignment(), 60, "assignment")
-        tp = TopicPartition(topic, 0)
-        times = []
-        for i in range(300):
-            t0 = time.perf_counter()
-            consumer.commit({tp: OffsetAndMetadata(i, "", -1)})
-            times.append((time.perf_counter() - t0) * 1000)
-        assert consumer.committed(tp) == 299
-        times = times[20:]   # warm-up
-        q = statistics.quantiles(times, n=100)
-        print(f"\nsync commit latency over {len(times)} commits: p50 {statistics.median(times):.1f} ms, "
-              f"p99 {q[98]:.1f} ms, max {max(times):.1f} ms")
-        assert statistics.median(times) < 500
-    finally:
-        consumer.close()
