@@ -3,7 +3,7 @@
 Invariant: every process a fixture starts is stopped by PID in its teardown,
 also when the test fails; temp dirs come from pytest's tmp_path machinery;
 ports are picked free, never assumed. Tests under tests/integration are marked
-``integration`` automatically and skipped when Java or ZooKeeper is missing.
+``integration`` automatically; they fail (not skip) when Java or ZooKeeper is missing.
 
 Fixtures:
 - ``zk_ensemble`` (session): one 3-node ensemble shared by the session. Do NOT
@@ -23,19 +23,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that was free on ``host`` a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+from odradek_test_support import _failed, free_port
 
 
 def _zookeeper_available() -> str | None:
@@ -65,8 +59,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if item.get_closest_marker("integration") or item.get_closest_marker("compat"):
             if not checked:
                 reason, checked = _zookeeper_available(), True
-            if reason:
-                item.add_marker(pytest.mark.skip(reason=reason))
+            if reason:  # .ci/bootstrap installs Java and ZooKeeper: without them these tests fail
+                item.add_marker(pytest.mark.usefixtures("_zookeeper_required"))
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -76,13 +70,14 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     setattr(item, f"rep_{report.when}", report)
 
 
-def _failed(request: pytest.FixtureRequest) -> bool:
-    node = request.node
-    return any(getattr(node, f"rep_{when}", None) is not None and getattr(node, f"rep_{when}").failed
-               for when in ("setup", "call"))
-
-
 # ---------------------------------------------------------------- fixtures
+
+@pytest.fixture
+def _zookeeper_required() -> None:
+    reason = _zookeeper_available()
+    if reason:
+        pytest.fail(f"needs Java and ZooKeeper (bash .ci/bootstrap installs them): {reason}")
+
 
 @pytest.fixture(name="free_port")
 def free_port_fixture() -> Callable[[], int]:
@@ -94,7 +89,7 @@ def zk_ensemble(tmp_path_factory: pytest.TempPathFactory):
     from odradek.zk.ensemble import ZooKeeperEnsemble
     reason = _zookeeper_available()
     if reason:
-        pytest.skip(reason)
+        pytest.fail(f"needs Java and ZooKeeper (bash .ci/bootstrap installs them): {reason}")
     ensemble = ZooKeeperEnsemble(tmp_path_factory.mktemp("zk-ensemble"), size=3)
     ensemble.start(timeout=60)
     try:

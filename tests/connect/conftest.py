@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 import pytest
 
-from conftest import _failed, free_port
+from odradek_test_support import _failed, free_port
 
 ODRADEK = [sys.executable, "-c", "import sys; from odradek.zk.cli import main; sys.exit(main())"]
 

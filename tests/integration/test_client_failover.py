@@ -3,9 +3,7 @@ from __future__ import annotations
 
 import time
 
-import pytest
-
-from odradek.client import AdminClient, Consumer, KafkaError, NewTopic, Producer, TopicPartition
+from odradek.client import AdminClient, Consumer, NewTopic, Producer, TopicPartition
 
 
 def leader_of(admin: AdminClient, topic: str, partition: int) -> int:
@@ -32,13 +30,6 @@ def test_produce_and_consume_follow_the_new_leader(cluster_factory):
         admin.create_topics([NewTopic(topic, 1, 3)])
         old_leader = wait_until(lambda: max(leader_of(admin, topic, 0), 0), what="a leader")
 
-    # Needs replication (followers fetching, high watermark advancing): probe with one acks=all record.
-    with Producer(bootstrap_servers=bootstrap, acks="all", retries=0, request_timeout_ms=5000,
-                  delivery_timeout_ms=10000) as probe:
-        try:
-            probe.send(topic, b"probe").get(15)
-        except KafkaError as exc:
-            pytest.skip(f"brokers do not replicate yet (acks=all on RF 3: {exc})")
 
     producer = Producer(bootstrap_servers=bootstrap, acks=1, retry_backoff_ms=50, request_timeout_ms=5000)
     consumer = Consumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest", fetch_max_wait_ms=100,

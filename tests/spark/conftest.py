@@ -3,7 +3,7 @@
 Invariant: the session is built once with ``odradek.pipeline.build_session`` (so the
 tests run with the same environment handling as users) and stopped at the end;
 brokers come from ``cluster_factory`` (real processes, stopped by PID). Tests here
-are ``integration`` tests, skipped when pyspark or Java/ZooKeeper is missing.
+are ``integration`` tests.
 """
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-pyspark = pytest.importorskip("pyspark")
-pytest.importorskip("pyarrow")
+import pyarrow  # noqa: F401  (the test extra installs both; a missing one is a failure)
+import pyspark  # noqa: F401
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -1,0 +1,24 @@
+"""Helpers shared by conftest files of different test folders.
+
+Invariant: a uniquely named module (tests/ is on sys.path for every conftest), so no
+folder's ``import conftest`` can pick up another folder's conftest by accident.
+"""
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that was free on ``host`` a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def _failed(request: pytest.FixtureRequest) -> bool:
+    """True if the test owning ``request`` failed in setup or call (needs the report hook in tests/conftest.py)."""
+    node = request.node
+    return any(getattr(node, f"rep_{when}", None) is not None and getattr(node, f"rep_{when}").failed
+               for when in ("setup", "call"))
