@@ -9,6 +9,8 @@ from __future__ import annotations
 from types import ModuleType
 
 from . import (
+    add_offsets_to_txn,
+    add_partitions_to_txn,
     api_versions,
     controlled_shutdown,
     create_partitions,
@@ -17,6 +19,7 @@ from . import (
     delete_topics,
     describe_configs,
     describe_groups,
+    end_txn,
     fetch,
     find_coordinator,
     heartbeat,
@@ -33,7 +36,9 @@ from . import (
     produce,
     stop_replica,
     sync_group,
+    txn_offset_commit,
     update_metadata,
+    write_txn_markers,
 )
 
 ALL_APIS: tuple[ModuleType, ...] = (
@@ -41,7 +46,8 @@ ALL_APIS: tuple[ModuleType, ...] = (
     controlled_shutdown, offset_commit, offset_fetch, find_coordinator, join_group,
     heartbeat, leave_group, sync_group, describe_groups, list_groups, api_versions,
     create_topics, delete_topics, init_producer_id, offset_for_leader_epoch,
-    describe_configs, create_partitions, delete_groups,
+    describe_configs, create_partitions, delete_groups, add_partitions_to_txn,
+    add_offsets_to_txn, end_txn, write_txn_markers, txn_offset_commit,
 )
 
 API_BY_KEY: dict[int, ModuleType] = {api.API_KEY: api for api in ALL_APIS}

@@ -1,7 +1,7 @@
 """InitProducerId (key 22): allocate a producer id and epoch.
 
 Invariant: declares every version of Kafka 2.8.2's InitProducerIdRequest/InitProducerIdResponse
-(0-4, flexible 2+); the broker advertises 0-1.
+(0-4, flexible 2+); the broker advertises 0-4.
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from ..schema import INT16, INT32, INT64, STRING, F, Message
 API_KEY = 22
 NAME = "InitProducerId"
 MIN_VERSION = 0
-MAX_VERSION = 1
+MAX_VERSION = 4
 FLEXIBLE_FROM = 2
 
 Request = Message("InitProducerIdRequest", "0-4", flexible="2+", fields=[
