@@ -2,9 +2,12 @@
 
 Invariant: the coordinator is only driven on the reactor thread. Its ``append`` writes
 one batch to the local leader of ``__consumer_offsets-<p>`` through the replica
-manager's produce path with acks=offsets.commit.required.acks (-1) and
-timeout=offsets.commit.timeout.ms, and its Completion completes with the produce error
-once the HW passed the batch (DelayedProduce) or the wait failed. Becoming leader of an
+manager's produce path (origin "coordinator", as Kafka's appendForGroup) with
+acks=offsets.commit.required.acks (-1) and timeout=offsets.commit.timeout.ms, and its
+Completion completes with the produce error and the batch's base offset once the HW
+passed the batch (DelayedProduce) or the wait failed. ``on_txn_marker_written`` (called
+by WriteTxnMarkers once a marker is replicated on an offsets partition) commits or drops
+the producer's pending transactional offsets there. Becoming leader of an
 offsets partition (``on_leadership_change``) runs ``on_elected`` then loads the log from
 its start to its end in chunks of offsets.load.buffer.size, yielding to the reactor
 between chunks; a load is abandoned as soon as the partition is resigned (becoming
@@ -22,7 +25,7 @@ from twisted.internet import defer, task
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.record_batch import iter_headers
 
-from .group import CallLaterTimer, Completion, GroupConfig, GroupCoordinator
+from .group import AppendResult, CallLaterTimer, Completion, GroupConfig, GroupCoordinator
 from .group.offsets import GROUP_METADATA_TOPIC
 
 log = logging.getLogger(__name__)
@@ -63,21 +66,31 @@ class GroupCoordinatorService:
         self.coordinator.shutdown()
 
     # ------------------------------------------------------------ append (acks=-1)
-    def append(self, partition: int, batch: bytes) -> Completion[ErrorCode]:
-        done: Completion[ErrorCode] = Completion()
+    def append(self, partition: int, batch: bytes) -> Completion[AppendResult]:
+        done: Completion[AppendResult] = Completion()
         tp = (GROUP_METADATA_TOPIC, partition)
 
         def respond(results: dict[TopicPartition, dict]) -> None:
             if not done.done:
-                done.complete(ErrorCode(results[tp]["error_code"]))
+                result = results[tp]
+                error = ErrorCode(result["error_code"])
+                done.complete(AppendResult(error, int(result.get("base_offset", -1))
+                                           if error == ErrorCode.NONE else -1))
 
-        try:
+        try:   # origin: a transactional offset commit carries a producer but no sequence
             self.replica_manager.append_records(self.commit_timeout_ms, self.required_acks,
-                                                {tp: batch}, respond)
+                                                {tp: batch}, respond, origin="coordinator")
         except KafkaError as e:
             if not done.done:
-                done.complete(ErrorCode(e.code))
+                done.complete(AppendResult(ErrorCode(e.code)))
         return done
+
+    # ------------------------------------------------------------ transactions
+    def on_txn_marker_written(self, partition_index: int, producer_id: int,
+                              committed: bool) -> None:
+        """A COMMIT/ABORT marker of ``producer_id`` is replicated on
+        ``__consumer_offsets-<partition_index>``: complete its pending offsets there."""
+        self.coordinator.handle_txn_completion(producer_id, (partition_index,), committed)
 
     # ------------------------------------------------------------ leadership
     def on_leadership_change(self, leaders: Iterable[Any], followers: Iterable[Any]) -> None:

@@ -10,8 +10,10 @@ followers caught up within ``replica.lag.time.max.ms`` (Kafka's
 LEOs and ``lastCaughtUpTimeMs`` are learned from their fetches
 (``Replica.updateFetchState``). Appends happen as leader stamped with the current
 leader epoch after the idempotent-producer check, or as follower with the
-leader's batches as they are. Plain object: no I/O beyond the log; times are
-passed in (ms).
+leader's batches as they are. Producer state lives in the Log (rebuilt on recovery
+and identical on every replica), so a new leader dedups retried batches. Consumers
+read up to the HW, read_committed consumers up to the last stable offset. Plain
+object: no I/O beyond the log; times are passed in (ms).
 """
 from __future__ import annotations
 
@@ -20,11 +22,11 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from odradek.protocol.errors import ErrorCode, KafkaError
-from odradek.protocol.record_batch import HEADER_SIZE, iter_headers, parse_header, peek_offset_and_length
+from odradek.protocol.record_batch import peek_offset_and_length
 from odradek.zk.znodes import LeaderIsrAndControllerEpoch
 
 from .metadata_cache import PartitionState
-from .producer_state import ProducerStateManager
+from .producer_state import ORIGIN_CLIENT
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +88,6 @@ class Partition:
         self.leader_epoch_start_offset: int | None = None
         self._high_watermark = 0
         self.remote: dict[int, ReplicaState] = {}
-        self.producer_state = ProducerStateManager()
         # told (tp, offset) after a truncation (the log cleaner's checkpoint must follow)
         self.on_truncate: Callable[[tuple[str, int], int], None] | None = None
 
@@ -103,6 +104,15 @@ class Partition:
         if self.log is not None:  # mirrored into the Log (clamped to [log start, LEO])
             value = self.log.update_high_watermark(value)
         self._high_watermark = value
+
+    @property
+    def producer_state(self) -> Any:
+        """The log's producer state (None before a log is attached)."""
+        return getattr(self.log, "producer_state", None)
+
+    @property
+    def last_stable_offset(self) -> int:
+        return self.log.last_stable_offset
 
     @property
     def is_leader(self) -> bool:
@@ -192,24 +202,27 @@ class Partition:
             raise KafkaError(ErrorCode.FENCED_LEADER_EPOCH)
         raise KafkaError(ErrorCode.UNKNOWN_LEADER_EPOCH)
 
-    def append_as_leader(self, records: bytes, required_acks: int, min_insync_replicas: int,
-                         now_ms: int = 0) -> Any:
-        """Append a producer's batch; returns the log's LogAppendInfo (or a duplicate's)."""
+    def _check_can_append(self, required_acks: int, min_insync_replicas: int) -> None:
         if not self.is_leader:
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         if required_acks == -1 and len(self.isr) < min_insync_replicas:
             raise KafkaError(ErrorCode.NOT_ENOUGH_REPLICAS,
                              f"ISR {self.isr} is smaller than min.insync.replicas {min_insync_replicas}")
-        header = None
-        if len(records) >= HEADER_SIZE and records[16] == 2:
-            header = parse_header(records, 0)
-            dup = self.producer_state.check(header)
-            if dup is not None:
-                return _DuplicateAppend(dup.first_offset, dup.last_offset, dup.log_append_time,
-                                        self.log.log_start_offset)
-        info = self.log.append_as_leader(records, self.leader_epoch)
-        if header is not None and header.producer_id >= 0:
-            self.producer_state.update(header, info.first_offset, info.last_offset, info.log_append_time)
+
+    def append_as_leader(self, records: bytes, required_acks: int, min_insync_replicas: int,
+                         now_ms: int = 0, origin: str = ORIGIN_CLIENT) -> Any:
+        """Append a producer's batch; returns the log's LogAppendInfo (or a duplicate's)."""
+        self._check_can_append(required_acks, min_insync_replicas)
+        info = self.log.append_as_leader(records, self.leader_epoch, origin)
+        self.maybe_increment_high_watermark(now_ms)
+        return info
+
+    def append_marker_as_leader(self, producer_id: int, producer_epoch: int, commit: bool,
+                                coordinator_epoch: int, min_insync_replicas: int, now_ms: int = 0) -> Any:
+        """Append an end-transaction marker (acks=-1 semantics: NOT_ENOUGH_REPLICAS checked)."""
+        self._check_can_append(-1, min_insync_replicas)
+        info = self.log.append_marker_as_leader(producer_id, producer_epoch, commit, coordinator_epoch,
+                                                self.leader_epoch)
         self.maybe_increment_high_watermark(now_ms)
         return info
 
@@ -305,11 +318,7 @@ class Partition:
     def append_as_follower(self, records: bytes, leader_hw: int, leader_log_start: int) -> int:
         """Append the leader's batches, then HW = min(leader HW, LEO); returns the new LEO."""
         if records:
-            info = self.log.append_as_follower(records)
-            if info.first_offset >= 0:
-                for _, h in iter_headers(records):
-                    if h.producer_id >= 0:
-                        self.producer_state.update(h, h.base_offset, h.base_offset + h.last_offset_delta, -1)
+            self.log.append_as_follower(records)  # producer state follows in the log
         self.high_watermark = min(leader_hw, self.log.log_end_offset)
         if leader_log_start > self.log.log_start_offset:
             try:
@@ -321,47 +330,29 @@ class Partition:
     def truncate_to(self, offset: int) -> None:
         """Follower truncation: drop everything from ``offset`` (log, HW, producer state)."""
         if self.log.truncate_to(offset):
-            self._forget_producers_from(offset)
             if self.on_truncate is not None:
                 self.on_truncate(self.tp, offset)
         self.high_watermark = min(self._high_watermark, self.log.log_end_offset)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         self.log.truncate_fully_and_start_at(offset)
-        self.producer_state.clear()
         self.high_watermark = offset
         if self.on_truncate is not None:
             self.on_truncate(self.tp, offset)
 
-    def _forget_producers_from(self, offset: int) -> None:
-        for pid, entry in list(self.producer_state.producers.items()):
-            while entry.batches and entry.batches[-1].last_offset >= offset:
-                entry.batches.pop()
-            if not entry.batches:
-                del self.producer_state.producers[pid]
-
     # ----------------------------------------------------------------- reads
 
-    def fetch_end_offset(self, from_follower: bool) -> int:
-        """Followers read to the LEO, consumers to the HW (LSO = HW: no transactions)."""
-        return self.log.log_end_offset if from_follower else self.high_watermark
+    def fetch_end_offset(self, from_follower: bool, isolation_level: int = 0) -> int:
+        """Followers read to the LEO, consumers to the HW, read_committed consumers to the LSO."""
+        if from_follower:
+            return self.log.log_end_offset
+        return self.last_stable_offset if isolation_level == 1 else self.high_watermark
 
     def last_offset_for_leader_epoch(self, requested_epoch: int) -> tuple[int, int]:
         cache = epoch_cache_of(self.log)
         if cache is None:
             return -1, -1
         return cache.end_offset_for(requested_epoch, self.log.log_end_offset)
-
-
-class _DuplicateAppend:
-    """What a duplicate idempotent batch gets back: the original batch's offsets."""
-    __slots__ = ("first_offset", "last_offset", "log_append_time", "log_start_offset")
-
-    def __init__(self, first_offset: int, last_offset: int, log_append_time: int, log_start_offset: int):
-        self.first_offset = first_offset
-        self.last_offset = last_offset
-        self.log_append_time = log_append_time
-        self.log_start_offset = log_start_offset
 
 
 def batch_count_is_one(records: bytes) -> bool:

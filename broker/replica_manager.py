@@ -19,6 +19,7 @@ import logging
 from typing import Any, Callable, Iterable
 
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.record_batch import iter_headers
 
 from twisted.internet import defer, task
 
@@ -37,6 +38,17 @@ NO_EPOCH = -1
 
 def produce_error(code: ErrorCode | int) -> dict:
     return {"error_code": int(code), "base_offset": -1, "log_append_time_ms": -1, "log_start_offset": -1}
+
+
+def _aborted_in(log_: Any, fetch_offset: int, records: bytes) -> list[dict]:
+    """Aborted transactions overlapping the fetched batches ([fetch offset, next offset after them))."""
+    if not records:
+        return []
+    upper = fetch_offset
+    for _, h in iter_headers(records):
+        upper = h.next_offset
+    return [{"producer_id": t.producer_id, "first_offset": t.first_offset}
+            for t in log_.collect_aborted_transactions(fetch_offset, upper)]
 
 
 def fetch_error(code: ErrorCode | int) -> dict:
@@ -276,15 +288,32 @@ class ReplicaManager:
     # ------------------------------------------------------------------ produce
 
     def append_records(self, timeout_ms: int, required_acks: int, entries: dict[TopicPartition, bytes],
-                       respond: Callable[[dict[TopicPartition, dict]], None]) -> None:
-        """Append to leaders; ``respond`` gets per-partition response dicts (maybe later)."""
+                       respond: Callable[[dict[TopicPartition, dict]], None], origin: str = "client") -> None:
+        """Append to leaders; ``respond`` gets per-partition response dicts (maybe later).
+        ``origin`` "coordinator" lets the group/txn coordinators write transactional batches
+        without sequence numbers (base sequence -1)."""
+        def append(tp: TopicPartition, p: Partition, records: bytes) -> Any:
+            return p.append_as_leader(records, required_acks, self.min_insync_replicas(tp[0]), self.now_ms(),
+                                      origin)
+        self._append_and_wait(timeout_ms, required_acks, entries, append, respond)
+
+    def append_txn_markers(self, timeout_ms: int, markers: dict[TopicPartition, tuple[int, int, bool, int]],
+                           respond: Callable[[dict[TopicPartition, dict]], None]) -> None:
+        """Append end-transaction markers (producer_id, producer_epoch, commit, coordinator_epoch)
+        as leader and answer once they are replicated (acks=-1), like a produce."""
+        def append(tp: TopicPartition, p: Partition, marker: tuple[int, int, bool, int]) -> Any:
+            return p.append_marker_as_leader(*marker, self.min_insync_replicas(tp[0]), self.now_ms())
+        self._append_and_wait(timeout_ms, -1, markers, append, respond)
+
+    def _append_and_wait(self, timeout_ms: int, required_acks: int, entries: dict[TopicPartition, Any],
+                         append: Callable[[TopicPartition, Partition, Any], Any],
+                         respond: Callable[[dict[TopicPartition, dict]], None]) -> None:
         results: dict[TopicPartition, dict] = {}
         required: dict[TopicPartition, int] = {}
         for tp, records in entries.items():
             try:
                 p = self.leader_partition(tp)
-                info = p.append_as_leader(records, required_acks, self.min_insync_replicas(tp[0]),
-                                          self.now_ms())
+                info = append(tp, p, records)
                 results[tp] = {"error_code": 0, "base_offset": info.first_offset,
                                "log_append_time_ms": info.log_append_time,
                                "log_start_offset": info.log_start_offset}
@@ -341,7 +370,7 @@ class ReplicaManager:
                 if fp.fetch_offset < start or fp.fetch_offset > leo:
                     raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE,
                                      f"offset {fp.fetch_offset} not in [{start}, {leo}]")
-                end = p.fetch_end_offset(from_follower)
+                end = p.fetch_end_offset(from_follower, params.isolation_level)
                 records = b""
                 limit = min(fp.max_bytes, remaining)
                 if fp.fetch_offset < end and (limit > 0 or min_one_batch):
@@ -349,9 +378,12 @@ class ReplicaManager:
                     if records:
                         min_one_batch = False
                         remaining = max(remaining - len(records), 0)
-                hw = p.high_watermark
-                out.append((fp, {"error_code": 0, "high_watermark": hw, "last_stable_offset": hw,
-                                 "log_start_offset": log_.log_start_offset, "records": records}))
+                result = {"error_code": 0, "high_watermark": p.high_watermark,
+                          "last_stable_offset": p.last_stable_offset,
+                          "log_start_offset": log_.log_start_offset, "records": records}
+                if params.isolation_level == 1 and not from_follower:
+                    result["aborted_transactions"] = _aborted_in(log_, fp.fetch_offset, records)
+                out.append((fp, result))
             except KafkaError as e:
                 out.append((fp, fetch_error(e.code)))
             except Exception:
@@ -440,7 +472,7 @@ class ReplicaManager:
         log_ = p.log
         if fp.fetch_offset < log_.log_start_offset or fp.fetch_offset > log_.log_end_offset:
             return None
-        end = p.fetch_end_offset(params.is_from_follower)
+        end = p.fetch_end_offset(params.is_from_follower, params.isolation_level)
         if fp.fetch_offset >= end:
             return 0
         if needed <= 1:

@@ -3,11 +3,12 @@
 Invariant: startup follows KafkaServer.startup (ZooKeeper session + persistent
 paths → cluster id → broker id → LogManager load/recovery → bind listeners →
 ReplicaManager (ISR tasks) + replica fetchers → register the ephemeral /brokers/ids/<id> → controller election →
-group coordinator → periodic tasks and the log cleaner), and shutdown reverses it (controlled shutdown,
-stop accepting, controller resignation, group coordinator, log cleaner pass finished, purgatories
+group and transaction coordinators → periodic tasks and the log cleaner), and shutdown reverses it
+(controlled shutdown, stop accepting, controller resignation, coordinators, log cleaner pass finished, purgatories
 expired, HW checkpoint, LogManager.shutdown() writing the clean-shutdown marker, ZooKeeper session
-closed = unregistered). The group coordinator follows ``__consumer_offsets`` leadership through the
-replica manager's hooks from the start; it answers only once started.
+closed = unregistered). The group and transaction coordinators follow ``__consumer_offsets`` /
+``__transaction_state`` leadership through the replica manager's hooks (fanned out to both) from
+the start; they answer only once started.
 Every ZooKeeper call runs in a thread; the reactor only frames, dispatches and
 appends. ``main(argv)`` is ``odradek broker start server.properties [--override k=v]``.
 """
@@ -28,6 +29,7 @@ from odradek.zk.znodes import BrokerInfo, Endpoint
 
 from .apis.context import BrokerContext
 from .apis.group_common import install as install_group_coordinator
+from .apis.txn_common import install as install_txn_coordinator
 from .config import ConfigError, KafkaConfig, LogConfig
 from .group_service import GroupCoordinatorService
 from .log_cleaner_service import LogCleanerService
@@ -36,6 +38,7 @@ from .network import KafkaServerFactory
 from .producer_state import ProducerIdManager
 from .replica_manager import ReplicaManager
 from .request_handler import RequestHandler
+from .txn_service import TransactionCoordinatorService
 
 log = logging.getLogger("odradek.broker")
 
@@ -64,6 +67,7 @@ class KafkaServer:
         self.replica_manager: ReplicaManager | None = None
         self.fetcher_manager: Any = None
         self.group_service: GroupCoordinatorService | None = None
+        self.txn_service: TransactionCoordinatorService | None = None
         self.cleaner: LogCleanerService | None = None
         self.metadata_cache: MetadataCache | None = None
         self.ctx: BrokerContext | None = None
@@ -115,16 +119,36 @@ class KafkaServer:
         self.cleaner = LogCleanerService(cfg, self.log_manager, self.reactor)
         self.replica_manager.cleaner = self.cleaner
         self.group_service = GroupCoordinatorService(cfg, self.replica_manager, self.reactor)
-        self.replica_manager.on_leadership_change = self.group_service.on_leadership_change
-        self.replica_manager.on_stop_replicas = self.group_service.on_stop_replicas
+        producer_ids = ProducerIdManager(lambda: self._in_thread(self.zk.allocate_producer_id_block,
+                                                                  self.broker_id))
+        self.txn_service = TransactionCoordinatorService(cfg, self.replica_manager, self.metadata_cache,
+                                                         self.reactor, producer_ids, self.broker_id,
+                                                         cfg.inter_broker_listener_name)
+        coordinators = (self.group_service, self.txn_service)
+
+        def on_leadership_change(leaders, followers) -> None:
+            for service in coordinators:
+                try:
+                    service.on_leadership_change(leaders, followers)
+                except Exception:
+                    log.exception("%s leadership hook failed", type(service).__name__)
+
+        def on_stop_replicas(tps) -> None:
+            for service in coordinators:
+                try:
+                    service.on_stop_replicas(tps)
+                except Exception:
+                    log.exception("%s stop replica hook failed", type(service).__name__)
+        self.replica_manager.on_leadership_change = on_leadership_change
+        self.replica_manager.on_stop_replicas = on_stop_replicas
         self.ctx = BrokerContext(
             config=cfg, broker_id=self.broker_id, metadata_cache=self.metadata_cache,
             replica_manager=self.replica_manager, log_manager=self.log_manager, scheduler=self.reactor,
-            run_in_thread=self._in_thread, zk=self.zk, admin=self.admin,
-            producer_ids=ProducerIdManager(lambda: self._in_thread(self.zk.allocate_producer_id_block,
-                                                                    self.broker_id)))
+            run_in_thread=self._in_thread, zk=self.zk, admin=self.admin, producer_ids=producer_ids)
         self.ctx.topic_configs.update(self._initial_topic_configs)
         install_group_coordinator(self.ctx, self.group_service.coordinator)
+        install_txn_coordinator(self.ctx, self.txn_service.coordinator)
+        self.ctx.extra["group_service"] = self.group_service   # WriteTxnMarkers tells it about offset markers
         self._bind_listeners(RequestHandler(self.ctx))
         await self._register()
         self.zk.on_new_session(self._on_new_session)
@@ -133,6 +157,7 @@ class KafkaServer:
         self.ctx.controller = self.controller
         await defer.ensureDeferred(self.controller.startup(self.broker_epoch))
         self.group_service.startup()
+        self.txn_service.startup()
         self._start_periodic_tasks()
         self.cleaner.start()
         log.info("broker %d started (listeners %s)", self.broker_id,
@@ -298,6 +323,8 @@ class KafkaServer:
                 log.exception("controller shutdown failed")
         if self.group_service is not None:
             self.group_service.shutdown()
+        if self.txn_service is not None:
+            self.txn_service.shutdown()
         if self.cleaner is not None:
             await self.cleaner.stop()
         if self.fetcher_manager is not None:

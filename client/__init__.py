@@ -12,6 +12,7 @@ from .consumer import Consumer, ConsumerRebalanceListener
 from .producer import Producer
 from .structs import (
     CommitFailedError,
+    ConsumerGroupMetadata,
     ConsumerRecord,
     GroupDescription,
     IllegalStateError,
@@ -21,8 +22,10 @@ from .structs import (
     NoOffsetForPartitionError,
     OffsetAndMetadata,
     OffsetAndTimestamp,
+    ProducerFencedError,
     RecordMetadata,
     TopicPartition,
+    TransactionAbortedError,
 )
 
 __all__ = [
@@ -30,5 +33,6 @@ __all__ = [
     "NewTopic", "OffsetAndTimestamp", "KafkaError", "KafkaTimeoutError", "ErrorCode", "ClientConfig",
     "ConfigError", "ConsumerRebalanceListener", "OffsetAndMetadata", "CommitFailedError",
     "NoOffsetForPartitionError", "IllegalStateError", "GroupDescription", "MemberDescription",
-    "RangeAssignor", "RoundRobinAssignor", "StickyAssignor",
+    "RangeAssignor", "RoundRobinAssignor", "StickyAssignor", "ConsumerGroupMetadata", "ProducerFencedError",
+    "TransactionAbortedError",
 ]

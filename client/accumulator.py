@@ -294,9 +294,11 @@ class RecordAccumulator:
 
     # -- sender side ---------------------------------------------------------------
 
-    def ready(self, now: float, leader_for: Callable[[str, int], int]
-              ) -> tuple[set[int], float, set[str]]:
-        """(nodes with a sendable batch, seconds until the next batch may be ready, topics lacking a leader)."""
+    def ready(self, now: float, leader_for: Callable[[str, int], int],
+              blocked: Callable[[TopicPartition], bool] | None = None) -> tuple[set[int], float, set[str]]:
+        """(nodes with a sendable batch, seconds until the next batch may be ready, topics lacking a leader).
+
+        ``blocked(tp)`` true hides a partition (a transaction that has not added it yet)."""
         nodes: set[int] = set()
         unknown: set[str] = set()
         next_delay = 1.0
@@ -304,7 +306,7 @@ class RecordAccumulator:
         linger = self.linger
         with self._lock:
             for tp, dq in self._batches.items():
-                if not dq or tp in self.muted:
+                if not dq or tp in self.muted or blocked is not None and blocked(tp):
                     continue
                 batch = dq[0]
                 leader = leader_for(tp.topic, tp.partition)
@@ -325,11 +327,13 @@ class RecordAccumulator:
         return nodes, max(next_delay, 0.0), unknown
 
     def drain(self, nodes: Iterable[int], leader_for: Callable[[str, int], int], max_request_size: int,
-              now: float, hold: Callable[[ProducerBatch], bool] | None = None) -> dict[int, list[ProducerBatch]]:
+              now: float, hold: Callable[[ProducerBatch], bool] | None = None,
+              blocked: Callable[[TopicPartition], bool] | None = None) -> dict[int, list[ProducerBatch]]:
         """Pop at most one batch per partition for each node, up to ``max_request_size`` bytes per node.
 
         ``hold(batch)`` true keeps a partition's first batch queued (the idempotent producer
-        resends a retried batch only once every earlier sequence is resolved)."""
+        resends a retried batch only once every earlier sequence is resolved); ``blocked(tp)``
+        true keeps the whole partition queued (not yet added to the transaction)."""
         out: dict[int, list[ProducerBatch]] = {}
         nodes = set(nodes)
         if not nodes:
@@ -343,7 +347,7 @@ class RecordAccumulator:
             sizes: dict[int, int] = {}
             for tp in tps[start:] + tps[:start]:
                 dq = self._batches[tp]
-                if not dq or tp in self.muted:
+                if not dq or tp in self.muted or blocked is not None and blocked(tp):
                     continue
                 leader = leader_for(tp.topic, tp.partition)
                 if leader not in nodes:
@@ -415,6 +419,23 @@ class RecordAccumulator:
                 dq.clear()
         for b in batches:
             self.complete(b, -1, -1, error)
+
+    def abort_undrained(self, error: BaseException) -> int:
+        """Fail every queued batch that was never sent (a transaction is aborting); returns how many.
+
+        Batches queued for a retry keep their sequence and stay: they must still be resolved."""
+        with self._lock:
+            batches = []
+            for dq in self._batches.values():
+                if any(b.built is None for b in dq):
+                    keep = [b for b in dq if b.built is not None]
+                    batches.extend(b for b in dq if b.built is None)
+                    dq.clear()
+                    dq.extend(keep)
+        for b in batches:
+            b.closed = True
+            self.complete(b, -1, -1, error)
+        return len(batches)
 
     def has_queued(self) -> bool:
         with self._lock:

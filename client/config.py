@@ -154,6 +154,7 @@ PRODUCER: dict[str, _Spec] = {
     "partitioner": ("murmur2", _any),  # "murmur2" (Java default) or a callable(key, all, available) -> int
     "enable.idempotence": (False, _bool),
     "transactional.id": (None, _str),
+    "transaction.timeout.ms": (60000, _int(1, MAX_INT)),
     "key.serializer": (None, _callable_or_none),
     "value.serializer": (None, _callable_or_none),
 }
@@ -243,10 +244,21 @@ def _check_consumer(values: dict[str, Any]) -> None:
 
 
 def _check_producer(values: dict[str, Any], given_keys: set[str]) -> None:
+    # Kafka's ProducerConfig: a transactional.id implies idempotence, which needs acks=all,
+    # retries > 0 and at most 5 requests in flight per connection.
+    if values["transactional.id"] is not None:
+        if not values["transactional.id"]:
+            raise ConfigError("transactional.id must be a non-empty string")
+        if not values["enable.idempotence"]:
+            if "enable.idempotence" in given_keys:
+                raise ConfigError("cannot set a transactional.id without also enabling idempotence "
+                                  "(enable.idempotence=true)")
+            values["enable.idempotence"] = True
     if values["enable.idempotence"]:
         if values["acks"] != -1:
             if "acks" in given_keys:
-                raise ConfigError("enable.idempotence requires acks=all")
+                raise ConfigError("enable.idempotence requires acks=all (the idempotent producer "
+                                  "cannot guarantee idempotence otherwise)")
             values["acks"] = -1
         if values["max.in.flight.requests.per.connection"] > 5:
             raise ConfigError("enable.idempotence requires max.in.flight.requests.per.connection <= 5")

@@ -30,6 +30,7 @@ from .config import ClientConfig, ConfigError
 from .coordinator import ConsumerCoordinator, Generation
 from .fetcher import Fetcher
 from .structs import (
+    ConsumerGroupMetadata,
     ConsumerRecord,
     IllegalStateError,
     KafkaTimeoutError,
@@ -566,6 +567,19 @@ class Consumer:
                 return self._iter_buffer.pop()
             if deadline is not None and time.monotonic() >= deadline:
                 raise StopIteration
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """Group id, generation, member id and group.instance.id, for
+        ``Producer.send_offsets_to_transaction`` (the group then rejects offsets of a stale generation)."""
+        if not self._group_id:
+            raise KafkaError(ErrorCode.INVALID_GROUP_ID, "group_metadata() needs a group_id")
+        coordinator = self._coordinator
+        if coordinator is None or self._subscription is None:
+            return ConsumerGroupMetadata(self._group_id, -1, "", self.config["group.instance.id"])
+        with coordinator._lock:
+            generation = coordinator.generation
+        return ConsumerGroupMetadata(self._group_id, generation.generation_id, generation.member_id,
+                                     coordinator.group_instance_id)
 
     def fetch_stats(self) -> tuple[float, int]:
         """(seconds spent waiting on fetch responses, bytes fetched) — for the perf tool."""

@@ -561,7 +561,9 @@ class ConsumerCoordinator:
         topics: dict[str, list[int]] = {}
         for tp in partitions:
             topics.setdefault(tp.topic, []).append(tp.partition)
-        body = {"group_id": self.group_id, "require_stable": False,
+        # require_stable (OffsetFetch v7+), as Kafka's consumer always asks: offsets a transaction
+        # committed whose markers are not written yet answer UNSTABLE_OFFSET_COMMIT, and we retry
+        body = {"group_id": self.group_id, "require_stable": True,
                 "topics": [{"name": t, "partition_indexes": ps} for t, ps in topics.items()]}
         while True:
             try:

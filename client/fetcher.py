@@ -6,10 +6,15 @@ fetch is used only if it starts exactly at the current position; anything else
 (after a seek, a reset or a reassignment) is dropped. At most one Fetch is in
 flight per broker, and a partition is fetched ahead of the user by at most
 ``PREFETCH`` buffered responses, each continuing where the previous one ended.
+Control batches (transaction markers) are never handed out, and with
+``isolation.level=read_committed`` neither are the batches of aborted
+transactions (Kafka's rule: a producer id is aborted from the ``first_offset``
+the Fetch response lists until its ABORT marker; a COMMIT marker ends nothing).
 """
 from __future__ import annotations
 
 import collections
+import heapq
 import logging
 import select
 import time
@@ -17,8 +22,9 @@ from typing import Any, Callable
 
 from odradek.protocol import record_batch
 from odradek.protocol.apis import fetch as _fetch
+from odradek.protocol.control_records import parse_control_record
 from odradek.protocol.errors import ErrorCode, KafkaError
-from odradek.protocol.records import iter_records
+from odradek.protocol.records import Record, decode_batch, iter_records
 
 from .cluster import ClusterMetadata, NodePool
 from .config import ClientConfig
@@ -38,11 +44,12 @@ class CompletedFetch:
     """One partition's slice of a Fetch response, consumed lazily."""
 
     __slots__ = ("tp", "fetch_offset", "next_offset", "error", "high_watermark", "blob", "records", "index",
-                 "bytes")
+                 "bytes", "aborted")
 
     def __init__(self, tp: TopicPartition, fetch_offset: int, error: int, high_watermark: int,
-                 blob: bytes | None) -> None:
+                 blob: bytes | None, aborted: list[tuple[int, int]] | None = None) -> None:
         self.tp = tp
+        self.aborted = aborted  # read_committed: [(producer_id, first_offset)] of aborted transactions
         self.fetch_offset = fetch_offset
         self.error = error
         self.high_watermark = high_watermark
@@ -160,7 +167,10 @@ class Fetcher:
                 if fetch_offset is None:
                     continue
                 blob = p.record_set
-                cf = CompletedFetch(tp, fetch_offset, p.error_code, p.high_watermark, blob)
+                aborted = None
+                if self._isolation and getattr(p, "aborted_transactions", None):
+                    aborted = [(a.producer_id, a.first_offset) for a in p.aborted_transactions]
+                cf = CompletedFetch(tp, fetch_offset, p.error_code, p.high_watermark, blob, aborted)
                 if p.error_code == ErrorCode.NONE:
                     self.high_watermarks[tp] = p.high_watermark
                     if cf.next_offset == fetch_offset:
@@ -225,7 +235,10 @@ class Fetcher:
                 continue
             if cf.records is None:
                 start = position
-                cf.records = [r for r in iter_records(cf.blob) if r.offset >= start]
+                if cf.aborted:
+                    cf.records = committed_records(cf.blob, cf.aborted, start)
+                else:
+                    cf.records = [r for r in iter_records(cf.blob) if r.offset >= start]
                 cf.blob = None
             recs = cf.records
             take = recs[cf.index:cf.index + remaining]
@@ -282,3 +295,40 @@ class Fetcher:
     def close(self) -> None:
         self._completed.clear()
         self._buffered.clear()
+
+
+def _is_abort_marker(blob: bytes, pos: int) -> bool:
+    try:
+        commit, _epoch = parse_control_record(blob, pos)
+    except KafkaError:  # another kind of control record: not a transaction marker
+        return False
+    return not commit
+
+
+def committed_records(blob: bytes | None, aborted: list[tuple[int, int]], start: int) -> list[Record]:
+    """Data records at or after ``start``, without control records and without the records of
+    aborted transactions (``aborted``: the Fetch response's (producer_id, first_offset) list)."""
+    out: list[Record] = []
+    if not blob:
+        return out
+    pending = [(first, pid) for pid, first in aborted]
+    heapq.heapify(pending)
+    aborted_pids: set[int] = set()
+    for pos, header in record_batch.iter_headers(blob):
+        if header.producer_id >= 0:
+            # transactions that began at or before this batch's last offset are now aborted ones
+            while pending and pending[0][0] <= header.last_offset:
+                aborted_pids.add(heapq.heappop(pending)[1])
+            if header.is_control:
+                if _is_abort_marker(blob, pos):
+                    aborted_pids.discard(header.producer_id)
+                continue
+            if header.is_transactional and header.producer_id in aborted_pids:
+                continue
+        if header.is_control:
+            continue
+        if header.last_offset < start:
+            continue
+        _header, records = decode_batch(blob, pos)
+        out.extend(r for r in records if r.offset >= start)
+    return out

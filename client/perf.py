@@ -121,7 +121,55 @@ def _producer_parser() -> ArgParser:
     ap.add_argument("--bootstrap-server", dest="bootstrap_server")
     ap.add_argument("--client", choices=["odradek", "confluent-kafka"], default="odradek")
     ap.add_argument("--print-metrics", action="store_true")
+    # transactions (kafka-producer-perf-test's flags): either one turns them on
+    ap.add_argument("--transactional-id", dest="transactional_id")
+    ap.add_argument("--transaction-duration-ms", dest="transaction_duration_ms", type=int,
+                    help="commit the open transaction every this many ms (default 3000 with transactions)")
     return ap
+
+
+DEFAULT_TRANSACTIONAL_ID = "performance-producer-default-transactional-id"
+DEFAULT_TRANSACTION_DURATION_MS = 3000
+
+
+class Transactions:
+    """ProducerPerformance's transaction loop: begin before a record, commit every ``duration_ms``."""
+
+    def __init__(self, producer: Any, duration_ms: int) -> None:
+        self.producer = producer
+        self.duration = duration_ms / 1000.0
+        self.started = 0.0
+        self.open = 0  # records in the current transaction
+        self.commits = 0
+        producer.init_transactions()
+
+    def before_send(self, now: float) -> None:
+        if self.open == 0:
+            self.producer.begin_transaction()
+            self.started = now
+
+    def after_send(self, now: float) -> None:
+        self.open += 1
+        if now - self.started >= self.duration:
+            self.commit()
+
+    def commit(self) -> None:
+        if self.open:
+            self.producer.commit_transaction()
+            self.commits += 1
+            self.open = 0
+
+
+def _transaction_settings(args: Any, props: dict[str, Any]) -> int:
+    """Put transactional.id into ``props``; the commit interval in ms (0 = no transactions).
+
+    Idempotence alone: ``--producer-props enable.idempotence=true`` (as with Kafka's tool)."""
+    if args.transaction_duration_ms is not None and args.transaction_duration_ms <= 0:
+        raise ToolError("--transaction-duration-ms must be > 0")
+    if args.transactional_id is None and args.transaction_duration_ms is None:
+        return 0
+    props["transactional.id"] = args.transactional_id or props.get("transactional.id") or DEFAULT_TRANSACTIONAL_ID
+    return args.transaction_duration_ms or DEFAULT_TRANSACTION_DURATION_MS
 
 
 def producer_perf(argv: list[str], out=None) -> int:
@@ -132,6 +180,7 @@ def producer_perf(argv: list[str], out=None) -> int:
     props: dict[str, Any] = properties_file(args.producer_config)
     props.update(kv_pairs(args.producer_props, "--producer-props"))
     props["bootstrap.servers"] = resolve_bootstrap(args.bootstrap_server or props.get("bootstrap.servers"))
+    args.txn_duration_ms = _transaction_settings(args, props)
     if args.payload_file:
         delim = args.payload_delimiter.encode().decode("unicode_escape")
         with open(args.payload_file, "rb") as fh:
@@ -155,6 +204,7 @@ def _produce_odradek(args: Any, props: dict[str, Any], stats: Stats, next_payloa
 
     producer = Producer(props)
     topic = args.topic
+    txn = Transactions(producer, args.txn_duration_ms) if args.txn_duration_ms else None
     pending: dict[int, tuple[list[float], int]] = {}  # touched by this thread only
     completions: collections.deque = collections.deque()  # (result, time) appended by the sender thread
 
@@ -181,6 +231,8 @@ def _produce_odradek(args: Any, props: dict[str, Any], stats: Stats, next_payloa
         for i in range(args.num_records):
             payload = next_payload()
             t = time.monotonic()
+            if txn is not None:
+                txn.before_send(t)
             res = send(topic, payload).batch
             if res is not last_result:
                 entry = pending.get(id(res))
@@ -195,10 +247,14 @@ def _produce_odradek(args: Any, props: dict[str, Any], stats: Stats, next_payloa
                 last_result = res
             else:
                 last_list.append(t)
+            if txn is not None:
+                txn.after_send(t)
             if completions:
                 drain_completions()
             if args.throughput > 0:
                 throttler.throttle(i + 1, t)
+        if txn is not None:
+            txn.commit()
         producer.flush()
         drain_completions()
     finally:
@@ -214,6 +270,7 @@ def _produce_confluent(args: Any, props: dict[str, Any], stats: Stats, next_payl
     conf = {k: v for k, v in props.items()}
     producer = confluent_kafka.Producer(conf)
     topic = args.topic
+    txn = Transactions(producer, args.txn_duration_ms) if args.txn_duration_ms else None
 
     start = time.monotonic()
     throttler = Throttler(args.throughput, start)
@@ -228,6 +285,8 @@ def _produce_confluent(args: Any, props: dict[str, Any], stats: Stats, next_payl
                 print(f"Error when sending message to topic {topic}: {err}", file=sys.stderr)
             else:
                 stats.record(int((now - t) * 1000), n, now)
+        if txn is not None:
+            txn.before_send(t)
         while True:
             try:
                 producer.produce(topic, payload, on_delivery=cb)
@@ -235,8 +294,12 @@ def _produce_confluent(args: Any, props: dict[str, Any], stats: Stats, next_payl
             except BufferError:
                 producer.poll(0.05)
         producer.poll(0)
+        if txn is not None:
+            txn.after_send(t)
         if args.throughput > 0:
             throttler.throttle(i + 1, t)
+    if txn is not None:
+        txn.commit()
     producer.flush()
 
 

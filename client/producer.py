@@ -9,6 +9,15 @@ the sender thread.
     p = Producer(bootstrap_servers="127.0.0.1:9092", linger_ms=5, acks="all")
     md = p.send("events", b"value", key=b"k").get(timeout=10)
     p.flush(); p.close()
+
+Transactions (``transactional_id`` set; Kafka's KafkaProducer API):
+
+    p = Producer(bootstrap_servers=..., transactional_id="billing-1")
+    p.init_transactions()
+    p.begin_transaction()
+    p.send("out", b"v")
+    p.send_offsets_to_transaction({tp: next_offset}, consumer.group_metadata())
+    p.commit_transaction()          # or p.abort_transaction()
 """
 from __future__ import annotations
 
@@ -22,7 +31,8 @@ from .cluster import ClusterMetadata
 from .config import ClientConfig
 from .partitioner import StickyPartitioner, partition_for_key
 from .sender import Sender
-from .structs import KafkaTimeoutError, TopicPartition
+from .structs import ConsumerGroupMetadata, IllegalStateError, KafkaTimeoutError, TopicPartition
+from .transaction_manager import TransactionManager
 
 _client_ids = iter(range(1, 1 << 31))
 
@@ -71,7 +81,11 @@ class Producer:
         self._linger0 = cfg["linger.ms"] == 0
         self._parts: dict[str, tuple[int, list[int], list[int]]] = {}
         self._closed = False
-        self._sender = Sender(cfg, self._cluster, self._acc)
+        self._txn: TransactionManager | None = None
+        if cfg["transactional.id"] is not None:
+            self._txn = TransactionManager(cfg["transactional.id"], cfg["transaction.timeout.ms"],
+                                           cfg["retry.backoff.ms"])
+        self._sender = Sender(cfg, self._cluster, self._acc, self._txn)
         self._sender.start()
 
     # -- sending -------------------------------------------------------------------
@@ -100,6 +114,9 @@ class Producer:
             raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, "send after close")
         if self._sender.fatal_error is not None:
             raise self._sender.fatal_error
+        txn = self._txn
+        if txn is not None:
+            txn.fail_if_not_ready_for_send()
         kb = _to_bytes(self._key_ser(key) if self._key_ser else key, "key")
         vb = _to_bytes(self._value_ser(value) if self._value_ser else value, "value")
         hdrs = _headers(headers)
@@ -131,6 +148,8 @@ class Producer:
             p = self._sticky.partition(topic, None, parts, avail)
             tp = TopicPartition(topic, p)
             fut, new_batch = self._acc.append(tp, ts, kb, vb, hdrs, size)
+        if txn is not None:
+            txn.maybe_add_partition(tp)
         sender = self._sender
         if sender.sleeping and (new_batch or self._linger0):
             sender.wakeup()
@@ -152,6 +171,64 @@ class Producer:
                     raise KafkaTimeoutError(f"flush did not complete within {timeout} s")
         finally:
             acc.flushing -= 1
+
+    # -- transactions ----------------------------------------------------------------
+
+    def _transactional(self, what: str) -> TransactionManager:
+        if self._txn is None:
+            raise IllegalStateError(f"cannot use {what}() without a transactional.id")
+        if self._closed:
+            raise IllegalStateError(f"cannot use {what}() after close()")
+        return self._txn
+
+    def _await(self, result: Any, timeout: float | None) -> None:
+        self._sender.wakeup()
+        result.wait(self._max_block if timeout is None else timeout)
+
+    def init_transactions(self, timeout: float | None = None) -> None:
+        """Register the transactional.id with its coordinator (fencing older producers with the
+        same id, completing their open transaction); call once, before any other transactional call.
+        Waits up to ``timeout`` s (default max.block.ms); after a timeout it may be called again."""
+        self._await(self._transactional("init_transactions").initialize(), timeout)
+
+    def begin_transaction(self) -> None:
+        """Start a transaction (local only: partitions are added as records are sent)."""
+        self._transactional("begin_transaction").begin()
+
+    def send_offsets_to_transaction(self, offsets: Mapping[TopicPartition, Any],
+                                    group_id_or_metadata: str | ConsumerGroupMetadata | Any,
+                                    timeout: float | None = None) -> None:
+        """Commit consumer ``offsets`` ({tp: next offset | OffsetAndMetadata}) as part of the transaction.
+
+        Pass ``consumer.group_metadata()`` (the generation is then checked, TxnOffsetCommit v3) or a group id.
+        """
+        txn = self._transactional("send_offsets_to_transaction")
+        group = group_id_or_metadata
+        if isinstance(group, str):
+            group = ConsumerGroupMetadata(group)
+        elif not isinstance(group, ConsumerGroupMetadata):  # any object with Kafka's four fields
+            group = ConsumerGroupMetadata(group.group_id, getattr(group, "generation_id", -1),
+                                          getattr(group, "member_id", ""), getattr(group, "group_instance_id", None))
+        if not group.group_id:
+            raise ValueError("send_offsets_to_transaction needs a consumer group id")
+        self._await(txn.send_offsets({TopicPartition(*tp): v for tp, v in offsets.items()}, group), timeout)
+
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        """Send everything queued, then commit. Raises the error of any failed send or request
+        (then call abort_transaction()), ProducerFencedError if fenced, KafkaTimeoutError after
+        ``timeout`` s (default max.block.ms; calling it again resumes the same commit)."""
+        result = self._transactional("commit_transaction").begin_commit()
+        acc = self._acc
+        acc.flushing += 1  # linger.ms no longer matters: everything goes now
+        try:
+            self._await(result, timeout)
+        finally:
+            acc.flushing -= 1
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        """Drop the records not sent yet and abort: nothing of this transaction becomes visible to
+        read_committed consumers. Allowed after an abortable error; raises if the producer is fenced."""
+        self._await(self._transactional("abort_transaction").begin_abort(), timeout)
 
     def partitions_for(self, topic: str) -> set[int]:
         """Partition ids of ``topic`` (waits for metadata up to max.block.ms)."""

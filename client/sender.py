@@ -5,17 +5,22 @@ connections (``NodePool``); every drained batch ends in exactly one of
 ``accumulator.complete`` (acknowledged, or failed for good) or
 ``accumulator.reenqueue`` (retriable error, within retries and
 delivery.timeout.ms). Responses are handled on this thread, in request order
-per connection; user callbacks therefore run here too.
+per connection; user callbacks therefore run here too. A transactional
+producer's coordinator requests (``TransactionManager``) go out from here too,
+at most one at a time, and a partition's batches wait until the transaction
+has added it.
 """
 from __future__ import annotations
 
 import logging
+import random
 import select
 import socket
 import threading
 import time
 from typing import Any
 
+from odradek.protocol.apis import find_coordinator as _find_coordinator
 from odradek.protocol.apis import init_producer_id as _init_pid
 from odradek.protocol.apis import produce as _produce
 from odradek.protocol.errors import ErrorCode, KafkaError
@@ -25,6 +30,7 @@ from .cluster import ClusterMetadata, NodePool
 from .config import ClientConfig
 from .connection import ConnectionLost
 from .structs import KafkaTimeoutError
+from .transaction_manager import TransactionManager, TxnRequest, TxnState
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +45,8 @@ _METADATA_ERRORS = frozenset({
 class Sender(threading.Thread):
     """Runs until ``initiate_close``; then sends what is queued (or aborts on ``force_close``)."""
 
-    def __init__(self, config: ClientConfig, cluster: ClusterMetadata, accumulator: RecordAccumulator) -> None:
+    def __init__(self, config: ClientConfig, cluster: ClusterMetadata, accumulator: RecordAccumulator,
+                 txn: TransactionManager | None = None) -> None:
         super().__init__(name=f"odradek-producer-sender-{config['client.id']}", daemon=True)
         self.config = config
         self.cluster = cluster
@@ -68,6 +75,10 @@ class Sender(threading.Thread):
         self._woken = False
         self._last_expiry_check = 0.0
         self.fatal_error: KafkaError | None = None
+        self.txn = txn
+        self.transactional_id = txn.transactional_id if txn is not None else None
+        self._txn_generation = 0  # the TransactionManager's epoch_generation our sequences belong to
+        self._txn_in_flight: TxnRequest | None = None
 
     # -- control from other threads ---------------------------------------------
 
@@ -95,8 +106,10 @@ class Sender(threading.Thread):
         try:
             while self._running:
                 self.run_once()
-            # graceful: finish what is queued and in flight
-            while not self._forced and (self.acc.has_queued() or self._in_flight()):
+            # graceful: finish what is queued and in flight (closing mid-transaction aborts it)
+            if self.txn is not None and not self._forced:
+                self.txn.abort_on_close()
+            while not self._forced and (self.acc.has_queued() or self._in_flight() or self._txn_busy()):
                 self.run_once()
         except Exception:  # pragma: no cover - a bug; fail everything rather than hang
             log.exception("producer sender thread crashed")
@@ -112,16 +125,27 @@ class Sender(threading.Thread):
     def _in_flight(self) -> bool:
         return any(c.in_flight for c in self.pool.conns.values())
 
+    def _txn_busy(self) -> bool:
+        txn = self.txn
+        return txn is not None and txn.has_pending_requests()
+
     def run_once(self) -> None:
         now = time.monotonic()
         cluster = self.cluster
         if cluster.needs_refresh():
             cluster.maybe_refresh()
-        if self.idempotent and self.producer_id < 0 and not self._init_producer_id():
+        txn = self.txn
+        blocked = None
+        txn_delay = 1.0
+        if txn is not None:
+            txn_delay = self._run_transactional(now)
+            blocked = txn.send_blocked
+        elif self.idempotent and self.producer_id < 0 and not self._init_producer_id():
             self._poll(self.config["retry.backoff.ms"] / 1000.0)
             return
         seen = self.acc.appends
-        nodes, delay, unknown = self.acc.ready(now, cluster.leader_for)
+        nodes, delay, unknown = self.acc.ready(now, cluster.leader_for, blocked)
+        delay = min(delay, txn_delay)
         if unknown:
             for topic in unknown:
                 cluster.add_topic(topic)
@@ -139,7 +163,7 @@ class Sender(threading.Thread):
         if sendable:
             hold = self._hold if self.idempotent else None
             for node, batches in self.acc.drain(sendable, cluster.leader_for, self.max_request_size, now,
-                                                hold).items():
+                                                hold, blocked).items():
                 self._send_produce(node, batches)
         if now - self._last_expiry_check > 0.1:
             self._last_expiry_check = now
@@ -194,6 +218,7 @@ class Sender(threading.Thread):
             if self.idempotent and batch.built is None:
                 b = batch.builder
                 b.producer_id, b.producer_epoch = self.producer_id, self.producer_epoch
+                b.is_transactional = self.txn is not None
                 seq = self._sequences.get(batch.tp, 0)
                 b.base_sequence = seq
                 self._sequences[batch.tp] = (seq + b.record_count) & 0x7FFFFFFF
@@ -207,7 +232,7 @@ class Sender(threading.Thread):
             by_tp[(batch.tp.topic, batch.tp.partition)] = batch
         if not by_tp:
             return
-        body = {"transactional_id": None, "acks": self.acks, "timeout_ms": self.request_timeout_ms,
+        body = {"transactional_id": self.transactional_id, "acks": self.acks, "timeout_ms": self.request_timeout_ms,
                 "topic_data": [{"name": t, "partition_data": parts} for t, parts in topic_data.items()]}
         expect = self.acks != 0
         try:
@@ -275,6 +300,8 @@ class Sender(threading.Thread):
         pending = self._unresolved.get(batch.tp)
         if pending is not None and batch in pending:
             pending.remove(batch)
+        if error is not None and self.txn is not None:
+            error = self.txn.handle_failed_batch(batch.tp, error, sent=batch.built is not None)
         self.acc.complete(batch, base_offset, log_append_time, error)
 
     def _note_acked(self, batch: ProducerBatch) -> None:
@@ -329,3 +356,95 @@ class Sender(threading.Thread):
             self.producer_id, self.producer_epoch = resp.producer_id, resp.producer_epoch
             return True
         return False
+
+    # -- transactions ----------------------------------------------------------------
+
+    def _run_transactional(self, now: float) -> float:
+        """Fail batches of an aborted/failed transaction, send the next coordinator request;
+        returns how long the transaction manager can wait (seconds)."""
+        txn = self.txn
+        assert txn is not None
+        if txn.epoch_generation != self._txn_generation:
+            # a new producer id/epoch: sequences start again at 0 (no batch is incomplete now)
+            self._txn_generation = txn.epoch_generation
+            self.producer_id, self.producer_epoch = txn.producer_id, txn.producer_epoch
+            self._sequences.clear()
+            self._unresolved.clear()
+            self._acked_sequence.clear()
+        error = txn.undrained_error()
+        if error is not None and self.acc.has_queued():
+            if txn.state is TxnState.FATAL_ERROR:
+                self.acc.abort_all(error)
+            else:
+                self.acc.abort_undrained(error)
+        if self._txn_in_flight is not None:
+            return 1.0  # its response wakes the poll
+        req = txn.next_request(now, self.acc.has_incomplete())
+        if req is None:
+            return txn.next_delay(now)
+        node = txn.coordinator(req)
+        if node is None:
+            self._send_find_coordinator(req)
+        else:
+            self._send_txn_request(req, node)
+        return 0.0 if self._txn_in_flight is None else 1.0
+
+    def _send_find_coordinator(self, req: TxnRequest) -> None:
+        txn = self.txn
+        assert txn is not None
+        brokers = sorted(self.cluster.brokers)
+        if not brokers:
+            self.cluster.request_update()
+            txn.on_network_error(req, ConnectionLost("no broker known yet"))
+            return
+        connected = [n for n in brokers if n in self.pool.conns and self.pool.conns[n].connected]
+        node = random.choice(connected or brokers)
+        try:
+            conn = self.pool.get(node)
+            version = conn.version_for(_find_coordinator, _find_coordinator.MAX_VERSION)
+            if version < 1 and req.coordinator_type != 0:
+                raise KafkaError(ErrorCode.UNSUPPORTED_VERSION, "the broker cannot find transaction coordinators")
+            body = {"key": req.coordinator_key, "key_type": req.coordinator_type}
+            conn.send(_find_coordinator, body, version=version,
+                      callback=lambda resp, err: self._on_find_coordinator(req, node, resp, err))
+        except KafkaError as exc:
+            self.cluster.request_update()
+            txn.on_network_error(req, exc)
+            return
+        self._txn_in_flight = req
+
+    def _on_find_coordinator(self, req: TxnRequest, node: int, resp: Any, err: KafkaError | None) -> None:
+        self._txn_in_flight = None
+        txn = self.txn
+        assert txn is not None
+        if err is not None:  # the connection failed (the poll loop forgets it)
+            self.cluster.request_update()
+            txn.on_network_error(req, err)
+        else:
+            if resp.error_code == ErrorCode.NONE and resp.node_id not in self.cluster.brokers:
+                self.cluster.request_update()  # a broker we have not seen yet
+            txn.on_find_coordinator(req, resp)
+
+    def _send_txn_request(self, req: TxnRequest, node: int) -> None:
+        txn = self.txn
+        assert txn is not None
+        try:
+            conn = self.pool.get(node)
+            api, body, version = txn.build(req, conn.version_for)
+            conn.send(api, body, version=version,
+                      callback=lambda resp, err: self._on_txn_response(req, node, resp, err))
+        except KafkaError as exc:
+            if exc.retriable:
+                self.cluster.request_update()
+            txn.on_network_error(req, exc)
+            return
+        self._txn_in_flight = req
+
+    def _on_txn_response(self, req: TxnRequest, node: int, resp: Any, err: KafkaError | None) -> None:
+        self._txn_in_flight = None
+        txn = self.txn
+        assert txn is not None
+        if err is not None:
+            txn.on_network_error(req, err)
+        else:
+            txn.on_response(req, resp)

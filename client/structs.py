@@ -118,3 +118,26 @@ class IllegalStateError(KafkaError):
 
     def __init__(self, message: str) -> None:
         super().__init__(ErrorCode.UNKNOWN_SERVER_ERROR, message)
+
+
+class ConsumerGroupMetadata(NamedTuple):
+    """What ``Consumer.group_metadata()`` returns, for ``Producer.send_offsets_to_transaction``."""
+    group_id: str
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None
+
+
+class ProducerFencedError(KafkaError):
+    """A newer producer with the same transactional.id fenced this one (fatal: close the producer)."""
+
+    def __init__(self, message: str = "there is a newer producer with the same transactional.id "
+                                      "which fences the current one") -> None:
+        super().__init__(ErrorCode.PRODUCER_FENCED, message)
+
+
+class TransactionAbortedError(KafkaError):
+    """A record that was still queued when its transaction was aborted (never sent)."""
+
+    def __init__(self, message: str = "failing batch since the transaction was aborted") -> None:
+        super().__init__(ErrorCode.UNKNOWN_SERVER_ERROR, message)

@@ -14,10 +14,13 @@ HANDLER_MODULES: tuple[str, ...] = (
     "produce", "fetch", "list_offsets", "metadata", "leader_and_isr", "stop_replica",
     "update_metadata", "controlled_shutdown", "api_versions", "create_topics", "delete_topics",
     "init_producer_id", "offset_for_leader_epoch",
-    "create_partitions",
+    "create_partitions", "write_txn_markers",
+    # transaction coordinator APIs
+    "add_partitions_to_txn", "add_offsets_to_txn", "end_txn",
     # group coordinator APIs
     "find_coordinator", "join_group", "sync_group", "heartbeat", "leave_group", "offset_commit",
     "offset_fetch", "list_groups", "describe_groups", "delete_groups",
+    "txn_offset_commit",
 )
 
 HANDLERS: dict[int, ModuleType] = {}

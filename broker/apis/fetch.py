@@ -1,4 +1,6 @@
-"""Fetch (key 1, v0-11): consumers read up to the HW, followers up to the LEO.
+"""Fetch (key 1, v0-11): consumers read up to the HW, followers up to the LEO,
+read_committed consumers (isolation_level 1, v4+) up to the last stable offset with the
+aborted transactions overlapping what they got (v4+ responses carry the LSO).
 
 Invariant: record bytes go from ``Log.read`` to the response untouched. Total
 max_bytes and partition_max_bytes are honoured, with at least one batch for the
@@ -56,7 +58,7 @@ def handle(ctx: BrokerContext, rc: RequestContext, req):
                           "high_watermark": r["high_watermark"],
                           "last_stable_offset": r["last_stable_offset"],
                           "log_start_offset": r["log_start_offset"],
-                          "aborted_transactions": [] if read_committed else None,
+                          "aborted_transactions": r.get("aborted_transactions", []) if read_committed else None,
                           "preferred_read_replica": -1, "record_set": records})
         return {"throttle_time_ms": 0, "error_code": 0, "session_id": INVALID_SESSION_ID,
                 "responses": responses}

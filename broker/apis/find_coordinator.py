@@ -1,20 +1,26 @@
-"""FindCoordinator (key 10, v0-2): which broker coordinates a group.
+"""FindCoordinator (key 10, v0-2): which broker coordinates a group or a transactional id.
 
-Invariant: the answer comes from the MetadataCache only: the coordinator of group g is
-the live leader of ``__consumer_offsets-<partition_for(g)>``, given by its endpoint on
-the listener this connection arrived on. If ``__consumer_offsets`` does not exist yet
-it is created (znodes written through AdminZkClient in a thread, with Kafka's internal
-topic settings: offsets.topic.num.partitions, offsets.topic.replication.factor — never
-capped: fewer live brokers than that fails as Kafka 2.8 does — cleanup.policy=compact,
-segment.bytes=offsets.topic.segment.bytes, compression.type=producer) and the reply is
-COORDINATOR_NOT_AVAILABLE, as it is while the partition has no live leader. Transaction
-coordinators (key_type 1) do not exist here: COORDINATOR_NOT_AVAILABLE.
+Invariant: the answer comes from the MetadataCache only: the coordinator of group g
+(key_type 0) is the live leader of ``__consumer_offsets-<partition_for(g)>``, that of
+transactional id t (key_type 1) the live leader of ``__transaction_state-<partition_for(t)>``
+(same abs(String.hashCode) % partitions), given by its endpoint on the listener this
+connection arrived on. If the internal topic does not exist yet it is created (znodes
+written through AdminZkClient in a thread, with Kafka's internal topic settings — never
+capped: fewer live brokers than the replication factor fails as Kafka 2.8 does):
+``__consumer_offsets`` with offsets.topic.num.partitions / replication.factor,
+cleanup.policy=compact, segment.bytes=offsets.topic.segment.bytes,
+compression.type=producer; ``__transaction_state`` with transaction.state.log.num.partitions
+/ replication.factor, cleanup.policy=compact, compression.type=uncompressed,
+min.insync.replicas=transaction.state.log.min.isr,
+segment.bytes=transaction.state.log.segment.bytes, unclean.leader.election.enable=false.
+The reply is then COORDINATOR_NOT_AVAILABLE, as it is while the partition has no live leader.
 """
 from __future__ import annotations
 
 import logging
 
 from odradek.broker.group.offsets import GROUP_METADATA_TOPIC, partition_for
+from odradek.broker.txn import TRANSACTION_STATE_TOPIC
 from odradek.protocol.apis import find_coordinator as API
 from odradek.protocol.errors import ErrorCode, KafkaError
 
@@ -50,20 +56,34 @@ def offsets_topic_configs(config) -> dict[str, str]:
             "compression.type": "producer"}
 
 
+def transaction_topic_configs(config) -> dict[str, str]:
+    """The topic configs ``__transaction_state`` is created with (transactionTopicConfigs)."""
+    return {"unclean.leader.election.enable": "false", "compression.type": "uncompressed",
+            "cleanup.policy": "compact",
+            "min.insync.replicas": str(int(config["transaction.state.log.min.isr"])),
+            "segment.bytes": str(int(config["transaction.state.log.segment.bytes"]))}
+
+
 def handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:
     key_type = req.key_type if rc.api_version >= 1 else GROUP_KEY_TYPE
     if key_type == TRANSACTION_KEY_TYPE:
-        return _response(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    if key_type != GROUP_KEY_TYPE:
+        topic = TRANSACTION_STATE_TOPIC
+        partition = partition_for(req.key, int(ctx.config["transaction.state.log.num.partitions"]))
+    elif key_type == GROUP_KEY_TYPE:
+        topic = GROUP_METADATA_TOPIC
+        coord = coordinator(ctx)
+        partition = (coord.partition_for(req.key) if coord is not None
+                     else partition_for(req.key, int(ctx.config["offsets.topic.num.partitions"])))
+    else:
         return _response(ErrorCode.INVALID_REQUEST, message=f"Unknown coordinator type: {key_type}")
-    coord = coordinator(ctx)
-    partition = (coord.partition_for(req.key) if coord is not None
-                 else partition_for(req.key, int(ctx.config["offsets.topic.num.partitions"])))
     cache = ctx.metadata_cache
-    if not cache.contains_topic(GROUP_METADATA_TOPIC):
-        maybe_create_offsets_topic(ctx)
+    if not cache.contains_topic(topic):
+        if topic == GROUP_METADATA_TOPIC:
+            maybe_create_offsets_topic(ctx)
+        else:
+            maybe_create_transaction_topic(ctx)
         return _response(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    state = cache.partition_state(GROUP_METADATA_TOPIC, partition)
+    state = cache.partition_state(topic, partition)
     if state is None or state.leader < 0:
         return _response(ErrorCode.COORDINATOR_NOT_AVAILABLE)
     endpoint = cache.endpoint(state.leader, rc.listener)   # None if the leader is not alive
@@ -74,16 +94,29 @@ def handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:
 
 def maybe_create_offsets_topic(ctx: BrokerContext) -> None:
     """Kafka's createInternalTopic: ask for ``__consumer_offsets`` (once at a time)."""
-    name = GROUP_METADATA_TOPIC
+    _maybe_create_internal_topic(ctx, GROUP_METADATA_TOPIC, int(ctx.config["offsets.topic.num.partitions"]),
+                                 "offsets.topic.replication.factor", "offsets topic",
+                                 offsets_topic_configs(ctx.config))
+
+
+def maybe_create_transaction_topic(ctx: BrokerContext) -> None:
+    """Kafka's createInternalTopic: ask for ``__transaction_state`` (once at a time)."""
+    _maybe_create_internal_topic(ctx, TRANSACTION_STATE_TOPIC,
+                                 int(ctx.config["transaction.state.log.num.partitions"]),
+                                 "transaction.state.log.replication.factor", "transactions state topic",
+                                 transaction_topic_configs(ctx.config))
+
+
+def _maybe_create_internal_topic(ctx: BrokerContext, name: str, partitions: int, rf_key: str, what: str,
+                                 configs: dict[str, str]) -> None:
     if ctx.admin is None or name in ctx.pending_auto_creates:
         return
-    partitions = int(ctx.config["offsets.topic.num.partitions"])
-    rf = int(ctx.config["offsets.topic.replication.factor"])
+    rf = int(ctx.config[rf_key])
     alive = len(ctx.metadata_cache.alive_broker_ids())
     if alive < rf:
         log.error("Number of alive brokers '%d' does not meet the required replication factor '%d' for the "
-                  "offsets topic (configured via 'offsets.topic.replication.factor'). This error can be "
-                  "ignored if the cluster is starting up and not all brokers are up yet.", alive, rf)
+                  "%s (configured via '%s'). This error can be ignored if the cluster is starting up "
+                  "and not all brokers are up yet.", alive, rf, what, rf_key)
         return
     ctx.pending_auto_creates.add(name)
 
@@ -98,7 +131,7 @@ def maybe_create_offsets_topic(ctx: BrokerContext) -> None:
                      name, partitions, rf)
         return None
 
-    d = ctx.run_in_thread(ctx.admin.create_topic, name, partitions, rf, offsets_topic_configs(ctx.config))
+    d = ctx.run_in_thread(ctx.admin.create_topic, name, partitions, rf, configs)
     d.addBoth(done)
 
 

@@ -1,9 +1,11 @@
-"""InitProducerId (key 22, v0-1): producer ids for idempotent (non-transactional) producers.
+"""InitProducerId (key 22, v0-4): producer ids for idempotent and transactional producers.
 
-Invariant: ids come from blocks of 1000 reserved in /latest_producer_id_block
-(allocated in a thread), epoch 0. Transactions are out of scope: a request with a
-transactional id gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED (fatal for the
-client, so it stops instead of retrying forever).
+Invariant: the (producer_id, producer_epoch) pair of v3+ must be both -1 or both set
+(else INVALID_REQUEST). Without a transactional id the answer is a fresh id from the
+ProducerIdManager (blocks of 1000 reserved in /latest_producer_id_block) at epoch 0 —
+also when v3+ names a producer id. With one, the TransactionCoordinator answers
+(after the transaction log write); PRODUCER_FENCED becomes INVALID_PRODUCER_EPOCH for
+v0-3, which predate it (KafkaApis).
 """
 from __future__ import annotations
 
@@ -11,15 +13,18 @@ import logging
 
 from twisted.internet import defer
 
+from odradek.broker.txn import InitProducerIdResult
 from odradek.protocol.apis import init_producer_id as API
 from odradek.protocol.errors import ErrorCode
 
 from .context import BrokerContext, RequestContext
+from .txn_common import coordinator, fenced_for_version, to_deferred
 
 log = logging.getLogger(__name__)
 
 MIN_VERSION = 0
-MAX_VERSION = 1
+MAX_VERSION = 4
+PRODUCER_FENCED_VERSION = 4
 
 
 def _response(code: ErrorCode | int, producer_id: int = -1, epoch: int = -1) -> dict:
@@ -27,15 +32,31 @@ def _response(code: ErrorCode | int, producer_id: int = -1, epoch: int = -1) -> 
 
 
 def handle(ctx: BrokerContext, rc: RequestContext, req):
-    if req.transactional_id is not None:
-        return _response(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    if ctx.producer_ids is None:
-        return _response(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    version = rc.api_version
+    pid = req.get("producer_id", -1) if version >= 3 else -1
+    epoch = req.get("producer_epoch", -1) if version >= 3 else -1
+    if (pid == -1) != (epoch == -1):
+        return _response(ErrorCode.INVALID_REQUEST)
+    if req.transactional_id is None:
+        if ctx.producer_ids is None:
+            return _response(ErrorCode.COORDINATOR_NOT_AVAILABLE)
 
-    async def run() -> dict:
-        pid = await ctx.producer_ids.generate()
-        return _response(ErrorCode.NONE, pid, 0)
-    return defer.Deferred.fromCoroutine(run())
+        async def run() -> dict:
+            new_pid = await ctx.producer_ids.generate()
+            return _response(ErrorCode.NONE, new_pid, 0)
+        return defer.Deferred.fromCoroutine(run())
+    coord = coordinator(ctx)
+    if coord is None:
+        return _response(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    expected = None if pid == -1 else (pid, epoch)
+
+    def answer(result: InitProducerIdResult) -> dict:
+        code = fenced_for_version(result.error_code, version, PRODUCER_FENCED_VERSION)
+        if code != ErrorCode.NONE:
+            return _response(code)
+        return _response(code, result.producer_id, result.producer_epoch)
+    return to_deferred(coord.handle_init_producer_id(req.transactional_id, req.transaction_timeout_ms,
+                                                     expected)).addCallback(answer)
 
 
 def error_response(req, version: int, code: ErrorCode) -> dict:

@@ -1,8 +1,8 @@
 """ListOffsets (key 2, v0-5): earliest (-2), latest (-1) or by-timestamp offsets.
 
 Invariant: answered only by the partition leader (except for the debugging
-replica id -2); "latest" is the HW for consumers (LSO = HW: no transactions) and
-the LEO for replicas; a timestamp lookup never returns an offset at or beyond
+replica id -2); "latest" is the HW for read_uncommitted consumers, the last stable
+offset for read_committed ones (isolation_level 1, v2+) and the LEO for replicas; a timestamp lookup never returns an offset at or beyond
 what the caller may fetch (then offset and timestamp are -1). v0 answers in
 old_style_offsets (one offset); v2+ rejects a partition listed twice.
 """
@@ -64,7 +64,12 @@ def _lookup(ctx: BrokerContext, req, tp: tuple[str, int], p) -> tuple[int, int, 
         part = rm.leader_partition(tp)
     part.check_leader_epoch(p.current_leader_epoch)
     log_ = part.log
-    fetchable = part.high_watermark if req.replica_id == CONSUMER_REPLICA_ID else log_.log_end_offset
+    if req.replica_id != CONSUMER_REPLICA_ID:
+        fetchable = log_.log_end_offset
+    elif getattr(req, "isolation_level", 0) == 1:
+        fetchable = part.last_stable_offset
+    else:
+        fetchable = part.high_watermark
     cache = epoch_cache_of(log_)
     if p.timestamp == LATEST:
         return fetchable, -1, part.leader_epoch

@@ -8,7 +8,8 @@ connection, as Kafka does); acks=-1 waits for the HW in the produce purgatory.
 Clients cannot write to internal topics (INVALID_TOPIC_EXCEPTION; the group coordinator
 appends through the replica manager directly), and a compacted topic refuses records
 without a key (INVALID_RECORD) — the only check here that decodes records, and only
-for compacted topics.
+for compacted topics. Transactional batches need the request's transactional_id (else
+every partition gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka answers).
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from twisted.internet import defer
 
 from odradek.protocol.apis import produce as API
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.record_batch import HEADER_SIZE, MAGIC, TRANSACTIONAL_MASK
 from odradek.zk.topics import is_internal
 
 from ..log.cleaner import records_have_null_keys
@@ -31,6 +33,8 @@ MAX_VERSION = 8
 def handle(ctx: BrokerContext, rc: RequestContext, req):
     version = rc.api_version
     acks = req.acks
+    if version >= 3 and getattr(req, "transactional_id", None) is None and _has_transactional(req):
+        return error_response(req, version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     order: list[tuple[str, list[int]]] = []
     early: dict[tuple[str, int], dict] = {}
     entries: dict[tuple[str, int], bytes] = {}
@@ -77,6 +81,13 @@ def handle(ctx: BrokerContext, rc: RequestContext, req):
     if isinstance(result, defer.Deferred):
         return result.addCallback(build)
     return build(result)
+
+
+def _has_transactional(req) -> bool:
+    """Whether a partition's first batch has the transactional attribute (bit 4)."""
+    return any(pd.records is not None and len(pd.records) >= HEADER_SIZE and pd.records[16] == MAGIC
+               and pd.records[22] & TRANSACTIONAL_MASK
+               for td in req.topic_data for pd in td.partition_data)
 
 
 def _compaction_error(ctx: BrokerContext, tp: tuple[str, int], records: bytes) -> ErrorCode | None:

@@ -3,9 +3,9 @@
 Invariant: nothing in ``odradek.broker.group`` does I/O, starts threads or imports
 Twisted. The broker drives the ``GroupCoordinator`` with method calls and gives it
 three things: a ``Timer`` (``schedule``/``cancel``/``now_ms``), an ``append`` function
-(``append(partition, records) -> Completion[ErrorCode]`` writing one RecordBatch to
-``__consumer_offsets-<partition>`` with acks=-1), and the records of a partition when it
-becomes its leader. Slow answers are ``Completion`` objects: each completes exactly once,
+(``append(partition, batch) -> Completion[AppendResult]`` writing one RecordBatch to
+``__consumer_offsets-<partition>`` with acks=-1; a bare ``ErrorCode`` result is read as
+an unknown log position), and the records of a partition when it becomes its leader. Slow answers are ``Completion`` objects: each completes exactly once,
 and callbacks added after completion run at once. Result dataclasses carry the field
 names of the matching Kafka response, so ``dataclasses.asdict(result)`` fits
 ``Response.encode``.
@@ -15,7 +15,9 @@ CallLaterTimer(reactor), append)``; ``coord.startup()``; on LeaderAndIsr for
 ``__consumer_offsets-p``: ``on_elected(p, epoch)``, ``load_batches(p, blob)`` per log read,
 ``finish_loading(p)``; on becoming follower/StopReplica: ``on_resigned(p, epoch)``.
 FindCoordinator uses ``coord.partition_for(group_id)``. Completion-returning handlers:
-join, sync, commit. Immediate: heartbeat, leave, fetch, list, describe, delete.
+join, sync, commit, txn commit. Immediate: heartbeat, leave, fetch, list, describe,
+delete. After a transaction marker is written to ``__consumer_offsets-p``:
+``on_txn_marker_written(p, producer_id, committed)``.
 """
 from __future__ import annotations
 
@@ -28,7 +30,7 @@ from odradek.protocol.errors import ErrorCode
 T = TypeVar("T")
 
 __all__ = [
-    "Completion", "Timer", "CallLaterTimer", "AppendFn", "GroupConfig",
+    "Completion", "Timer", "CallLaterTimer", "AppendResult", "AppendFn", "GroupConfig",
     "JoinGroupMember", "JoinGroupResult", "SyncGroupResult", "LeaveMember", "LeaveGroupResult",
     "CommitOffset", "FetchedOffset", "OffsetFetchResult", "DescribedMember", "DescribedGroup",
     "ListedGroup", "ListGroupsResult", "GroupCoordinator",
@@ -108,8 +110,20 @@ class CallLaterTimer:
             handle.cancel()
 
 
-AppendFn = Callable[[int, bytes], Completion[ErrorCode]]
-"""append(partition, record_batch) -> completion of the produce error code (acks=-1)."""
+@dataclass(frozen=True)
+class AppendResult:
+    """The produce outcome of one append: its error and the batch's base offset (-1 unknown)."""
+
+    error: ErrorCode
+    base_offset: int = -1
+
+    @classmethod
+    def of(cls, value: "AppendResult | ErrorCode | int") -> "AppendResult":
+        return value if isinstance(value, AppendResult) else cls(ErrorCode(value))
+
+
+AppendFn = Callable[[int, bytes], "Completion[AppendResult] | Completion[ErrorCode]"]
+"""append(partition, record_batch) -> completion of the produce outcome (acks=-1)."""
 
 
 @dataclass(frozen=True)

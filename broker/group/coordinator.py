@@ -8,7 +8,8 @@ at most one rebalance timer, each pending member one expiry timer; and a client 
 about a write (SyncGroup, OffsetCommit, static rejoin) only after its append completed.
 Slow calls return ``Completion``s; heartbeat, leave, fetch, list, describe and delete
 answer at once. Rebalance timing mirrors DelayedJoin / InitialDelayedJoin. The offset
-APIs (commit, fetch, delete groups, expiry) are mixed in from ``offsets.OffsetApis``.
+APIs (commit, fetch, delete groups, expiry) are mixed in from ``offset_apis.OffsetApis``, the
+transactional ones (TxnOffsetCommit, marker completion) from ``txn_offsets.TxnOffsetApis``.
 """
 from __future__ import annotations
 
@@ -24,7 +25,9 @@ from . import (
     SyncGroupResult, Timer,
 )
 from .metadata import GroupMetadata, GroupState, MemberMetadata
-from .offsets import GroupMetadataManager, OffsetApis
+from .offset_apis import OffsetApis
+from .offsets import GroupMetadataManager
+from .txn_offsets import TxnOffsetApis
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +36,7 @@ S = GroupState
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
 UNKNOWN_MEMBER_ID = ""
 # APIs that refuse an empty group id (commit/fetch/describe/delete accept "")
-_NON_EMPTY_ID_APIS = {"join", "sync", "heartbeat", "leave"}
+_NON_EMPTY_ID_APIS = {"join", "sync", "heartbeat", "leave", "txn_commit"}
 
 
 @dataclass
@@ -46,7 +49,7 @@ def _join_error(member_id: str, error: ErrorCode) -> JoinGroupResult:
     return JoinGroupResult(error_code=error, member_id=member_id)
 
 
-class GroupCoordinator(OffsetApis):
+class GroupCoordinator(OffsetApis, TxnOffsetApis):
     """Drive with ``handle_*``; feed partition leadership with ``on_elected``/``on_resigned``."""
 
     def __init__(self, config: GroupConfig, timer: Timer, append: AppendFn):

@@ -6,7 +6,9 @@ other side) and raises ``IllegalStateTransition`` on any other move. ``num_await
 always equals the number of members holding a join completion, and
 ``supported_protocols[p]`` the number of members supporting protocol ``p``. Offsets hold
 only appended (acknowledged) commits; in-flight ones are counted in
-``pending_offset_commits`` until their append completes.
+``pending_offset_commits`` until their append completes. Transactional commits wait in
+``pending_txn_offsets[producer id]`` until their transaction ends; whichever commit of a
+partition was written later to the log (``offset_positions``) is the committed one.
 """
 from __future__ import annotations
 
@@ -22,6 +24,21 @@ from . import assignment_protocol
 
 OffsetAndMetadata = OffsetValue   # offset, metadata, commit/expire timestamps, leader epoch
 TopicPartition = tuple[str, int]
+UNKNOWN_POSITION = -1   # log offset of a commit record not (yet) known
+
+
+@dataclass
+class PendingTxnOffset:
+    """A transactional commit: its value and the log offset of its batch once appended."""
+
+    value: OffsetAndMetadata
+    position: int | None = None   # None until the append completed
+
+
+def is_newer(position: int, than: int | None) -> bool:
+    """Kafka's ``olderThan`` read the other way: a commit written at ``position`` replaces
+    one written at ``than`` unless both are known and ``position`` is the earlier one."""
+    return than is None or than < 0 or position < 0 or position > than
 
 
 class GroupState(Enum):
@@ -121,7 +138,11 @@ class GroupMetadata:
         self.subscribed_topics: set[str] | None = None
         self.join_timer: Any = None                     # the pending (Initial)DelayedJoin
         self.offsets: dict[TopicPartition, OffsetAndMetadata] = {}
+        self.offset_positions: dict[TopicPartition, int] = {}   # log offset of each commit
         self.pending_offset_commits: Counter[TopicPartition] = Counter()
+        self.pending_txn_offsets: dict[int, dict[TopicPartition, PendingTxnOffset]] = {}
+        self.received_consumer_offset_commits = False
+        self.received_txn_offset_commits = False
 
     # --- state ---------------------------------------------------------------------
     def is_(self, state: GroupState) -> bool:
@@ -305,9 +326,11 @@ class GroupMetadata:
 
     # --- offsets -------------------------------------------------------------------
     def has_offsets(self) -> bool:
-        return bool(self.offsets) or bool(self.pending_offset_commits)
+        return (bool(self.offsets) or bool(self.pending_offset_commits)
+                or bool(self.pending_txn_offsets))
 
     def prepare_offset_commit(self, offsets: Iterable[TopicPartition]) -> None:
+        self.received_consumer_offset_commits = True
         self.pending_offset_commits.update(list(offsets))
 
     def _unpend(self, tp: TopicPartition) -> None:
@@ -315,17 +338,90 @@ class GroupMetadata:
         if self.pending_offset_commits[tp] <= 0:
             del self.pending_offset_commits[tp]
 
-    def on_offset_commit_append(self, tp: TopicPartition, value: OffsetAndMetadata) -> None:
+    def _put_offset(self, tp: TopicPartition, value: OffsetAndMetadata, position: int) -> bool:
+        """Install a commit unless the current one was written later to the log."""
+        if tp in self.offsets and not is_newer(position, self.offset_positions.get(tp)):
+            return False
+        self.offsets[tp] = value
+        self.offset_positions[tp] = position
+        return True
+
+    def on_offset_commit_append(self, tp: TopicPartition, value: OffsetAndMetadata,
+                                position: int = UNKNOWN_POSITION) -> None:
         if tp in self.pending_offset_commits:
             self._unpend(tp)
-        self.offsets[tp] = value
+        self._put_offset(tp, value, position)
 
     def fail_pending_offset_write(self, tp: TopicPartition) -> None:
         if tp in self.pending_offset_commits:
             self._unpend(tp)
 
+    def initialize_offsets(self, offsets: dict[TopicPartition, OffsetAndMetadata],
+                           positions: dict[TopicPartition, int],
+                           pending: dict[int, dict[TopicPartition, PendingTxnOffset]]) -> None:
+        """Install what loading ``__consumer_offsets`` found."""
+        self.offsets.update(offsets)
+        self.offset_positions.update({tp: positions.get(tp, UNKNOWN_POSITION) for tp in offsets})
+        for producer_id, pending_offsets in pending.items():
+            self.pending_txn_offsets.setdefault(producer_id, {}).update(pending_offsets)
+
+    # --- transactional offsets (TxnOffsetCommit) ------------------------------------
+    def prepare_txn_offset_commit(self, producer_id: int,
+                                  offsets: dict[TopicPartition, OffsetAndMetadata]) -> None:
+        self.received_txn_offset_commits = True
+        pending = self.pending_txn_offsets.setdefault(producer_id, {})
+        for tp, value in offsets.items():
+            pending[tp] = PendingTxnOffset(value)
+
+    def on_txn_offset_commit_append(self, producer_id: int, tp: TopicPartition,
+                                    value: OffsetAndMetadata, position: int) -> None:
+        """The commit record is in the log at ``position`` (if still pending and the same)."""
+        entry = self.pending_txn_offsets.get(producer_id, {}).get(tp)
+        if entry is not None and entry.value == value:
+            entry.position = position
+
+    def fail_pending_txn_offset_commit(self, producer_id: int, tp: TopicPartition) -> None:
+        """The commit record was not written: forget it (the client retries)."""
+        pending = self.pending_txn_offsets.get(producer_id)
+        if pending is not None:
+            pending.pop(tp, None)
+            if not pending:
+                del self.pending_txn_offsets[producer_id]
+
+    def complete_pending_txn_offset_commit(self, producer_id: int, commit: bool
+                                           ) -> dict[TopicPartition, OffsetAndMetadata]:
+        """The producer's transaction ended (its marker is written): on commit its appended
+        offsets become committed unless a later-written commit exists; on abort they are
+        dropped. Returns the offsets that became committed."""
+        pending = self.pending_txn_offsets.pop(producer_id, None)
+        installed: dict[TopicPartition, OffsetAndMetadata] = {}
+        if not commit or not pending:
+            return installed
+        for tp, entry in pending.items():
+            if entry.position is None:
+                continue   # its append never completed: the record is not before the marker
+            if self._put_offset(tp, entry.value, entry.position):
+                installed[tp] = entry.value
+        return installed
+
+    def has_pending_offset_commits_from_producer(self, producer_id: int) -> bool:
+        return producer_id in self.pending_txn_offsets
+
+    def has_pending_offset_commits_for(self, tp: TopicPartition) -> bool:
+        return (tp in self.pending_offset_commits
+                or any(tp in p for p in self.pending_txn_offsets.values()))
+
+    @property
+    def active_producers(self) -> set[int]:
+        return set(self.pending_txn_offsets)
+
     def remove_all_offsets(self) -> dict[TopicPartition, OffsetAndMetadata]:
         removed, self.offsets = self.offsets, {}
+        self.offset_positions = {}
+        for tp in removed:
+            self.pending_offset_commits.pop(tp, None)
+            for pending in self.pending_txn_offsets.values():
+                pending.pop(tp, None)
         return removed
 
     def remove_expired_offsets(self, now_ms: int,
@@ -358,4 +454,5 @@ class GroupMetadata:
             removed = {}
         for tp in removed:
             del self.offsets[tp]
+            self.offset_positions.pop(tp, None)
         return removed

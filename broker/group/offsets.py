@@ -1,30 +1,38 @@
 """The group and offset cache of the ``__consumer_offsets`` partitions this broker leads
-(Kafka 2.8's GroupMetadataManager), the records it reads and writes, and the offset
-APIs of the coordinator (``OffsetApis``: commit, fetch, delete groups, expiry).
+(Kafka 2.8's GroupMetadataManager) and the records it reads and writes.
 
 Invariant: a group lives in ``groups`` only while its partition
 (``partition_for(group_id)``) is loading or owned; a partition is in at most one of
 ``loading_partitions`` / ``owned_partitions``. Loading replays the partition's records in
 log order (the last record for a key wins, a null value deletes) and installs the
-result in one step at ``finish_load``. Committed offsets enter a group only after their
-append completed without error. Every write goes through the injected ``append`` and
-its produce error is mapped to the error a Kafka coordinator would answer.
+result in one step at ``finish_load``; records of transactional batches stay pending per
+producer id until that producer's control batch (COMMIT installs them unless a later
+written commit exists, ABORT drops them). Committed offsets enter a group only after
+their append completed without error; transactional ones only after their marker too.
+``open_groups_for_producer`` lists, per producer id, the cached groups holding its
+pending offsets. Every write goes through the injected ``append`` and its produce error
+is mapped to the error a Kafka coordinator would answer.
 """
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Iterator
 
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.group_records import (
     GroupKey, GroupRecordError, GroupValue, MemberValue, OffsetKey, OffsetValue, decode_record,
     encode_group_metadata, encode_offset_commit,
 )
-from odradek.protocol.records import BatchBuilder, iter_batches
+from odradek.protocol.control_records import parse_control_record
+from odradek.protocol.record_batch import iter_headers
+from odradek.protocol.records import BatchBuilder, decode_batch
 
-from . import AppendFn, CommitOffset, Completion, FetchedOffset, GroupConfig, OffsetFetchResult, Timer
-from .metadata import GroupMetadata, GroupState, MemberMetadata, OffsetAndMetadata, TopicPartition
+from . import AppendFn, AppendResult, Completion, GroupConfig, Timer
+from .metadata import (
+    UNKNOWN_POSITION, GroupMetadata, GroupState, MemberMetadata, OffsetAndMetadata,
+    PendingTxnOffset, TopicPartition, is_newer,
+)
 
 log = logging.getLogger(__name__)
 
@@ -91,14 +99,30 @@ def offset_write_error(code: int) -> ErrorCode:
     return _OFFSET_WRITE_ERRORS.get(code, code)
 
 
+GroupTopicPartition = tuple[str, TopicPartition]
+
+
 @dataclass
 class _Load:
     """Records replayed so far for one partition being loaded."""
 
     epoch: int | None
-    offsets: dict[tuple[str, TopicPartition], OffsetValue] = field(default_factory=dict)
+    offsets: dict[GroupTopicPartition, OffsetValue] = field(default_factory=dict)
+    positions: dict[GroupTopicPartition, int] = field(default_factory=dict)
+    pending: dict[int, dict[GroupTopicPartition, PendingTxnOffset]] = field(default_factory=dict)
     groups: dict[str, GroupValue] = field(default_factory=dict)
     removed_groups: set[str] = field(default_factory=set)
+
+    def end_txn(self, producer_id: int, commit: bool) -> None:
+        """A control batch of ``producer_id``: install (COMMIT) or drop its pending offsets."""
+        pending = self.pending.pop(producer_id, {})
+        if not commit:
+            return
+        for key, entry in pending.items():
+            position = UNKNOWN_POSITION if entry.position is None else entry.position
+            if key not in self.offsets or is_newer(position, self.positions.get(key)):
+                self.offsets[key] = entry.value
+                self.positions[key] = position
 
 
 class GroupMetadataManager:
@@ -113,6 +137,7 @@ class GroupMetadataManager:
         self.loading_partitions: set[int] = set()
         self._epochs: dict[int, int] = {}
         self._loads: dict[int, _Load] = {}
+        self.open_groups_for_producer: dict[int, set[str]] = {}
 
     # --- ownership -----------------------------------------------------------------
     def partition_for(self, group_id: str) -> int:
@@ -158,16 +183,19 @@ class GroupMetadataManager:
         return builder.build()
 
     def append(self, partition: int, records: list[tuple[bytes, bytes | None]]
-               ) -> Completion[ErrorCode]:
+               ) -> Completion[AppendResult]:
         """Write records to ``__consumer_offsets-<partition>``; completes with the raw error."""
         return self.write(partition, self._batch(records))
 
-    def write(self, partition: int, batch: bytes) -> Completion[ErrorCode]:
+    def write(self, partition: int, batch: bytes) -> Completion[AppendResult]:
         """Append an already built batch (e.g. from ``expire_offsets``)."""
         try:
-            return self._append_fn(partition, batch)
+            raw = self._append_fn(partition, batch)
         except KafkaError as exc:
-            return Completion.completed(ErrorCode(exc.code))
+            return Completion.completed(AppendResult(ErrorCode(exc.code)))
+        done: Completion[AppendResult] = Completion()
+        raw.add_callback(lambda value: done.complete(AppendResult.of(value)))
+        return done
 
     def group_value(self, group: GroupMetadata, assignment: dict[str, bytes]) -> GroupValue:
         protocol = group.protocol_name
@@ -189,7 +217,7 @@ class GroupMetadataManager:
         record = encode_group_metadata(group.group_id, self.group_value(group, assignment))
         done: Completion[ErrorCode] = Completion()
         self.append(self.partition_for(group.group_id), [record]).add_callback(
-            lambda error: done.complete(group_write_error(error)))
+            lambda result: done.complete(group_write_error(result.error)))
         return done
 
     def valid_metadata(self, metadata: str) -> bool:
@@ -206,21 +234,89 @@ class GroupMetadataManager:
         if not valid:
             return Completion.completed(answer(E.NONE))
         group.prepare_offset_commit(valid)
+        _warn_if_mixed(group)
         records = [encode_offset_commit(group.group_id, tp[0], tp[1], o) for tp, o in valid.items()]
         done: Completion[dict[TopicPartition, ErrorCode]] = Completion()
 
-        def appended(raw: ErrorCode) -> None:
-            error = offset_write_error(raw)
+        def appended(result: AppendResult) -> None:
+            error = offset_write_error(result.error)
             if not group.is_(GroupState.DEAD):
                 for tp, o in valid.items():
                     if error == E.NONE:
-                        group.on_offset_commit_append(tp, o)
+                        group.on_offset_commit_append(tp, o, result.base_offset)
                     else:
                         group.fail_pending_offset_write(tp)
             done.complete(answer(error))
 
         self.append(self.partition_for(group.group_id), records).add_callback(appended)
         return done
+
+    def store_txn_offsets(self, group: GroupMetadata, producer_id: int, producer_epoch: int,
+                          offsets: dict[TopicPartition, OffsetAndMetadata]
+                          ) -> Completion[dict[TopicPartition, ErrorCode]]:
+        """TxnOffsetCommit: append the commits as ONE transactional batch of the producer
+        (base sequence -1); they stay pending in the group until its marker is written."""
+        valid = {tp: o for tp, o in offsets.items() if self.valid_metadata(o.metadata)}
+
+        def answer(error: ErrorCode) -> dict[TopicPartition, ErrorCode]:
+            return {tp: error if tp in valid else E.OFFSET_METADATA_TOO_LARGE for tp in offsets}
+
+        if not valid:
+            return Completion.completed(answer(E.NONE))
+        self.add_producer_group(producer_id, group.group_id)
+        group.prepare_txn_offset_commit(producer_id, valid)
+        _warn_if_mixed(group)
+        builder = BatchBuilder(compression=self.config.compression, producer_id=producer_id,
+                               producer_epoch=producer_epoch, base_sequence=-1,
+                               is_transactional=True)
+        now = self.timer.now_ms()
+        for tp, o in valid.items():
+            key, value = encode_offset_commit(group.group_id, tp[0], tp[1], o)
+            builder.append(now, key, value)
+        done: Completion[dict[TopicPartition, ErrorCode]] = Completion()
+
+        def appended(result: AppendResult) -> None:
+            error = offset_write_error(result.error)
+            if not group.is_(GroupState.DEAD):
+                for tp, o in valid.items():
+                    if error == E.NONE:
+                        group.on_txn_offset_commit_append(producer_id, tp, o, result.base_offset)
+                    else:
+                        group.fail_pending_txn_offset_commit(producer_id, tp)
+                if not group.has_pending_offset_commits_from_producer(producer_id):
+                    self.remove_producer_group(producer_id, group.group_id)
+            # a Dead group was unloaded or deleted: its successor (if any) has its own state
+            done.complete(answer(error))
+
+        self.write(self.partition_for(group.group_id), builder.build()).add_callback(appended)
+        return done
+
+    # --- producers with pending transactional offsets ------------------------------
+    def add_producer_group(self, producer_id: int, group_id: str) -> None:
+        self.open_groups_for_producer.setdefault(producer_id, set()).add(group_id)
+
+    def remove_producer_group(self, producer_id: int, group_id: str) -> None:
+        groups = self.open_groups_for_producer.get(producer_id)
+        if groups is not None:
+            groups.discard(group_id)
+            if not groups:
+                del self.open_groups_for_producer[producer_id]
+
+    def _remove_group_from_all_producers(self, group_id: str) -> None:
+        for producer_id in list(self.open_groups_for_producer):
+            self.remove_producer_group(producer_id, group_id)
+
+    def complete_txn(self, producer_id: int, partitions: Iterable[int], commit: bool) -> None:
+        """Kafka's handleTxnCompletion: the producer's marker is written on ``partitions``;
+        its pending offsets of the groups there are committed or dropped."""
+        wanted = set(partitions)
+        for group_id in sorted(self.open_groups_for_producer.get(producer_id, set())):
+            if self.partition_for(group_id) not in wanted:
+                continue
+            group = self.groups.get(group_id)
+            if group is not None and not group.is_(GroupState.DEAD):
+                group.complete_pending_txn_offset_commit(producer_id, commit)
+            self.remove_producer_group(producer_id, group_id)   # (a deleted group: nothing)
 
     # --- loading -------------------------------------------------------------------
     def begin_load(self, partition: int, epoch: int | None = None) -> bool:
@@ -234,34 +330,67 @@ class GroupMetadataManager:
         return True
 
     def load_records(self, partition: int,
-                     records: Iterable[tuple[bytes | None, bytes | None]]) -> None:
-        """Replay (key, value) pairs in log order; undecodable records are skipped."""
+                     records: Iterable[tuple[bytes | None, bytes | None]],
+                     position: int = UNKNOWN_POSITION) -> None:
+        """Replay non-transactional (key, value) pairs in log order (``position``: their
+        batch's base offset); undecodable records are skipped."""
         load = self._loads[partition]
-        for key, value in records:
-            if key is None:
-                continue
-            try:
-                k, v = decode_record(key, value)
-            except GroupRecordError as exc:
-                log.warning("skipping __consumer_offsets-%d record: %s", partition, exc)
-                continue
+        for k, v in _decoded(partition, records):
             if isinstance(k, OffsetKey):
                 tp_key = (k.group, (k.topic, k.partition))
                 if v is None:
                     load.offsets.pop(tp_key, None)
+                    load.positions.pop(tp_key, None)
                 else:
                     load.offsets[tp_key] = v  # type: ignore[assignment]
+                    load.positions[tp_key] = position
             elif isinstance(k, GroupKey):
-                if v is None:
-                    load.groups.pop(k.group, None)
-                    load.removed_groups.add(k.group)
-                else:
-                    load.groups[k.group] = v  # type: ignore[assignment]
-                    load.removed_groups.discard(k.group)
+                self._load_group_record(load, k, v)  # type: ignore[arg-type]
+
+    @staticmethod
+    def _load_group_record(load: _Load, k: GroupKey, v: GroupValue | None) -> None:
+        if v is None:
+            load.groups.pop(k.group, None)
+            load.removed_groups.add(k.group)
+        else:
+            load.groups[k.group] = v
+            load.removed_groups.discard(k.group)
 
     def load_batches(self, partition: int, blob: bytes) -> None:
-        """Replay the data records of RecordBatches as read from the log."""
-        self.load_records(partition, _pairs(blob))
+        """Replay RecordBatches as read from the log: plain batches as ``load_records``,
+        transactional ones into the producer's pending offsets, control batches (markers)
+        commit or abort them."""
+        load = self._loads[partition]
+        for pos, header in iter_headers(blob):
+            if header.is_control:
+                try:
+                    commit, _ = parse_control_record(blob, pos)
+                except KafkaError as exc:   # not a marker Kafka knows: it is not a COMMIT
+                    log.warning("__consumer_offsets-%d control batch at %d: %s", partition,
+                                header.base_offset, exc)
+                    commit = False
+                load.end_txn(header.producer_id, commit)
+                continue
+            _, records = decode_batch(blob, pos)
+            pairs = ((r.key, r.value) for r in records)
+            if header.is_transactional:
+                self._load_txn_records(partition, load, header.producer_id, header.base_offset,
+                                       pairs)
+            else:
+                self.load_records(partition, pairs, header.base_offset)
+
+    def _load_txn_records(self, partition: int, load: _Load, producer_id: int, position: int,
+                          records: Iterable[tuple[bytes | None, bytes | None]]) -> None:
+        pending = load.pending.setdefault(producer_id, {})
+        for k, v in _decoded(partition, records):
+            if isinstance(k, OffsetKey):
+                key = (k.group, (k.topic, k.partition))
+                if v is None:
+                    pending.pop(key, None)
+                else:
+                    pending[key] = PendingTxnOffset(v, position)  # type: ignore[arg-type]
+            elif isinstance(k, GroupKey):   # never written transactionally; replay anyway
+                self._load_group_record(load, k, v)  # type: ignore[arg-type]
 
     def finish_load(self, partition: int) -> list[GroupMetadata]:
         """Install what was loaded and own the partition; returns the loaded groups."""
@@ -269,23 +398,30 @@ class GroupMetadataManager:
         if load is None or partition not in self.loading_partitions:
             return []
         by_group: dict[str, dict[TopicPartition, OffsetValue]] = {}
+        positions: dict[str, dict[TopicPartition, int]] = {}
         for (group_id, tp), value in load.offsets.items():
             by_group.setdefault(group_id, {})[tp] = value
-        loaded = []
-        for group_id, value in load.groups.items():
-            loaded.append(self._load_group(group_id, value, by_group.pop(group_id, {})))
-        for group_id, offsets in by_group.items():   # offsets-only ("simple") groups
-            group = GroupMetadata(group_id, self.timer.now_ms)
-            group.offsets = dict(offsets)
-            loaded.append(group)
+            positions.setdefault(group_id, {})[tp] = load.positions.get((group_id, tp),
+                                                                        UNKNOWN_POSITION)
+        pending: dict[str, dict[int, dict[TopicPartition, PendingTxnOffset]]] = {}
+        for producer_id, producer_offsets in load.pending.items():   # still open txns
+            for (group_id, tp), entry in producer_offsets.items():
+                pending.setdefault(group_id, {}).setdefault(producer_id, {})[tp] = entry
+        loaded = [self._load_group(group_id, value) for group_id, value in load.groups.items()]
+        loaded += [GroupMetadata(group_id, self.timer.now_ms)   # offsets-only ("simple")
+                   for group_id in sorted((set(by_group) | set(pending)) - set(load.groups))]
         for group in loaded:
-            self.groups.setdefault(group.group_id, group)
+            group_id = group.group_id
+            group.initialize_offsets(by_group.get(group_id, {}), positions.get(group_id, {}),
+                                     pending.get(group_id, {}))
+            if self.groups.setdefault(group_id, group) is group:
+                for producer_id in group.active_producers:
+                    self.add_producer_group(producer_id, group_id)
         self.loading_partitions.discard(partition)
         self.owned_partitions.add(partition)
         return loaded
 
-    def _load_group(self, group_id: str, value: GroupValue,
-                    offsets: dict[TopicPartition, OffsetValue]) -> GroupMetadata:
+    def _load_group(self, group_id: str, value: GroupValue) -> GroupMetadata:
         state = GroupState.STABLE if value.members else GroupState.EMPTY
         group = GroupMetadata(group_id, self.timer.now_ms, state)
         group.generation_id = value.generation
@@ -305,7 +441,6 @@ class GroupMetadataManager:
             if member.group_instance_id is not None:
                 group.static_members[member.group_instance_id] = member.member_id
         group.subscribed_topics = group.compute_subscribed_topics()
-        group.offsets = dict(offsets)
         return group
 
     def remove_groups_for_partition(self, partition: int,
@@ -319,6 +454,7 @@ class GroupMetadataManager:
         removed = [g for g in self.groups.values() if self.partition_for(g.group_id) == partition]
         for group in removed:
             del self.groups[group.group_id]
+            self._remove_group_from_all_producers(group.group_id)
         return removed
 
     # --- reading offsets -----------------------------------------------------------
@@ -333,7 +469,7 @@ class GroupMetadataManager:
         wanted = list(group.offsets) if partitions is None else partitions
         out = {}
         for tp in wanted:
-            if require_stable and tp in group.pending_offset_commits:
+            if require_stable and group.has_pending_offset_commits_for(tp):
                 out[tp] = (-1, -1, "", E.UNSTABLE_OFFSET_COMMIT)
             elif tp in group.offsets:
                 o = group.offsets[tp]
@@ -373,118 +509,19 @@ class GroupMetadataManager:
         return {p: self._batch(recs) for p, recs in records.items()}
 
 
-class OffsetApis:
-    """The offset half of the GroupCoordinator (mixed into it): OffsetCommit, OffsetFetch,
-    DeleteGroups and offset expiry. Relies on the coordinator's ``manager``, ``timer``,
-    ``config``, ``active``, ``_validate`` and ``_schedule_heartbeat``."""
-
-    manager: GroupMetadataManager
-    timer: Timer
-    config: GroupConfig
-    active: bool
-    _expiry_timer: Any
-    _validate: Callable[..., "ErrorCode | None"]
-    _schedule_heartbeat: Callable[..., None]
-
-    def handle_commit_offsets(self, group_id: str, member_id: str,
-                              group_instance_id: str | None, generation_id: int,
-                              offsets: Mapping[TopicPartition, CommitOffset],
-                              retention_time_ms: int = -1
-                              ) -> Completion[dict[TopicPartition, ErrorCode]]:
-        """OffsetCommit v0-7 (v0: generation -1, member ""); answered after the append."""
-        def all_(error: ErrorCode) -> Completion[dict[TopicPartition, ErrorCode]]:
-            return Completion.completed({tp: error for tp in offsets})
-
-        error = self._validate(group_id, "commit")
-        if error is not None:
-            return all_(error)
-        group = self.manager.get_group(group_id)
-        if group is None:
-            if generation_id >= 0:
-                return all_(E.ILLEGAL_GENERATION)
-            group = self.manager.get_or_create_group(group_id, create=True)
-        assert group is not None
-        if group.is_(S.DEAD):
-            return all_(E.COORDINATOR_NOT_AVAILABLE)
-        if group.is_static_member_fenced(member_id, group_instance_id):
-            return all_(E.FENCED_INSTANCE_ID)
-        if not (generation_id < 0 and group.is_(S.EMPTY)):
-            if not group.has(member_id):
-                return all_(E.UNKNOWN_MEMBER_ID)
-            if generation_id != group.generation_id:
-                return all_(E.ILLEGAL_GENERATION)
-            if group.is_(S.COMPLETING_REBALANCE):
-                return all_(E.REBALANCE_IN_PROGRESS)
-            self._schedule_heartbeat(group, group.get(member_id))
-        now = self.timer.now_ms()
-        expire = now + retention_time_ms if retention_time_ms != -1 else -1
-        values = {tp: OffsetAndMetadata(
-            offset=c.offset, metadata=c.metadata if c.metadata is not None else "",
-            commit_timestamp=c.commit_timestamp if c.commit_timestamp != -1 else now,
-            leader_epoch=c.leader_epoch, expire_timestamp=expire) for tp, c in offsets.items()}
-        return self.manager.store_offsets(group, values)
-
-    def handle_fetch_offsets(self, group_id: str,
-                             partitions: list[TopicPartition] | None = None,
-                             require_stable: bool = False) -> OffsetFetchResult:
-        """OffsetFetch v0-5; ``partitions=None`` (v2+ null topics) means all committed."""
-        error = self._validate(group_id, "fetch")
-        if error is not None:
-            return OffsetFetchResult(error)
-        found = self.manager.get_offsets(group_id, partitions, require_stable)
-        return OffsetFetchResult(E.NONE, {tp: FetchedOffset(*v) for tp, v in found.items()})
+def _warn_if_mixed(group: GroupMetadata) -> None:
+    if group.received_consumer_offset_commits and group.received_txn_offset_commits:
+        log.warning("group %s gets offset commits from consumers and from transactional "
+                    "producers: mixing both generally results in surprises", group.group_id)
 
 
-    def handle_delete_groups(self, group_ids: Iterable[str]) -> dict[str, ErrorCode]:
-        """DeleteGroups v0-1: Empty groups become Dead; their tombstones are appended
-        without waiting (as Kafka, which writes them with acks=0)."""
-        errors: dict[str, ErrorCode] = {}
-        eligible: list[GroupMetadata] = []
-        for group_id in group_ids:
-            error = self._validate(group_id, "delete")
-            group = self.manager.get_group(group_id) if error is None else None
-            if error is not None:
-                errors[group_id] = error
-            elif group is None or group.is_(S.DEAD):
-                errors[group_id] = (E.GROUP_ID_NOT_FOUND if self.manager.group_not_exists(group_id)
-                                    else E.NOT_COORDINATOR)
-            elif group.is_(S.EMPTY):
-                group.transition_to(S.DEAD)
-                eligible.append(group)
-            else:
-                errors[group_id] = E.NON_EMPTY_GROUP
-        if eligible:
-            tombstones = self.manager.cleanup_group_metadata(eligible,
-                                                             lambda g: g.remove_all_offsets())
-            for partition, records in tombstones.items():
-                self.manager.append(partition, records)
-            errors.update({g.group_id: E.NONE for g in eligible})
-        return errors
-
-    def expire_offsets(self, now_ms: int | None = None) -> dict[int, bytes]:
-        """Expire offsets and dead groups; returns {partition: tombstone batch} to append."""
-        return self.manager.expire_offsets(now_ms)
-
-    def run_expiry(self) -> int:
-        """``expire_offsets`` and append the tombstones; returns the number of batches."""
-        batches = self.expire_offsets()
-        for partition, batch in batches.items():
-            self.manager.write(partition, batch)
-        return len(batches)
-
-    def _schedule_expiry(self) -> None:
-        def tick() -> None:
-            self._expiry_timer = None
-            if self.active:
-                self.run_expiry()
-                self._schedule_expiry()
-        self._expiry_timer = self.timer.schedule(
-            self.config.offsets_retention_check_interval_ms, tick)
-
-
-def _pairs(blob: bytes) -> Iterator[tuple[bytes | None, bytes | None]]:
-    for header, records in iter_batches(blob):
-        if header.is_control:
+def _decoded(partition: int, records: Iterable[tuple[bytes | None, bytes | None]]
+             ) -> Iterator[tuple[Any, Any]]:
+    """Decoded (key, value) of group records; keyless and undecodable ones are skipped."""
+    for key, value in records:
+        if key is None:
             continue
-        for record in records:
-            yield record.key, record.value
+        try:
+            yield decode_record(key, value)
+        except GroupRecordError as exc:
+            log.warning("skipping __consumer_offsets-%d record: %s", partition, exc)

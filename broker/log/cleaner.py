@@ -7,8 +7,12 @@ Invariants:
 - for every key, the record at its latest offset below the cleaned end is kept (a
   tombstone only until ``delete.retention.ms`` after its segment was last modified);
   records with null keys are dropped; control batches are copied as they are;
-- only whole inactive segments entirely below the high watermark (and older than
-  ``min.compaction.lag.ms``) are cleaned; the active segment is never touched;
+- records of aborted transactions (from the txn index) are dropped and never enter the
+  offset map; the last data batch of each live producer is kept, emptied if none of its
+  records survive (``RETAIN_EMPTY``), so producer state rebuilt from the log still dedups;
+- only whole inactive segments entirely below the last stable offset (≤ the high
+  watermark, and older than ``min.compaction.lag.ms``) are cleaned; the active segment is
+  never touched;
 - cleaned segments reach the log only through ``Log.replace_segments`` (``.cleaned`` →
   ``.swap`` → final), so a crash at any point leaves the old or the new segments;
 - ``cleaner-offset-checkpoint`` holds, per log, the end of the last cleaned section
@@ -174,6 +178,31 @@ def rebuild_batch(h: BatchHeader, kept: list[Record]) -> bytes:
     return rb.pack_header(header._replace(crc=rb.compute_crc(unsigned, 0, len(unsigned)))) + records
 
 
+def empty_batch(h: BatchHeader) -> bytes:
+    """The header of ``h`` with no records (Kafka's ``writeEmptyHeader``): offsets, producer
+    id/epoch/sequence and attributes kept (uncompressed), both timestamps the max one."""
+    header = h._replace(batch_length=rb.HEADER_SIZE - rb.LOG_OVERHEAD, crc=0,
+                        attributes=h.attributes & ~rb.COMPRESSION_MASK, base_timestamp=h.max_timestamp,
+                        records_count=0)
+    unsigned = rb.pack_header(header)
+    return rb.pack_header(header._replace(crc=rb.compute_crc(unsigned, 0, len(unsigned))))
+
+
+class AbortedRanges:
+    """Which transactional batches belong to aborted transactions: per producer id, the
+    [first offset, marker offset) ranges of its aborted transactions."""
+
+    def __init__(self, txns) -> None:
+        self._ranges: dict[int, list[tuple[int, int]]] = {}
+        for t in txns:
+            self._ranges.setdefault(t.producer_id, []).append((t.first_offset, t.last_offset))
+
+    def contains(self, h: BatchHeader) -> bool:
+        if not h.is_transactional or h.is_control:
+            return False
+        return any(first <= h.base_offset < last for first, last in self._ranges.get(h.producer_id, ()))
+
+
 class _CleanedSegmentWriter:
     """Writes ``<base>.log.cleaned`` and its indexes with LogSegment's indexing rule."""
 
@@ -314,8 +343,8 @@ class LogCleaner:
         return cp
 
     def cleanable_segments(self, log: Log) -> list[LogSegment]:
-        """The inactive segments wholly below the HW and older than min.compaction.lag.ms."""
-        hw = log.high_watermark
+        """The inactive segments wholly below the LSO and older than min.compaction.lag.ms."""
+        hw = log.last_stable_offset
         lag = log.config["min.compaction.lag.ms"]
         now = int(self._time() * 1000)
         segs = log.segments
@@ -372,14 +401,17 @@ class LogCleaner:
         if not dirty:
             return stats
         offset_map = OffsetMap(self.max_map_entries)
-        end = self._build_offset_map(dirty, first_dirty, offset_map, stats)
+        aborted = AbortedRanges(log.collect_aborted_transactions(log.log_start_offset, log.last_stable_offset))
+        end = self._build_offset_map(dirty, first_dirty, offset_map, stats, aborted)
         stats.end_offset = end
         stats.map_entries = len(offset_map)
         to_clean = [s for s in log.segments[:-1] if s.base_offset < end]
         now_ms = int(self._time() * 1000)
         delete_horizon_ms = now_ms - log.config["delete.retention.ms"]
+        last_batches = {pid: e.batches[-1].last_offset for pid, e in log.producer_state.producers.items()
+                        if e.batches}
         for group in self.group_segments_by_size(log, to_clean):
-            self._clean_group(log, group, offset_map, delete_horizon_ms, stats)
+            self._clean_group(log, group, offset_map, delete_horizon_ms, stats, aborted, last_batches)
         self._write_checkpoint(log, end)
         stats.elapsed_ms = (_time.monotonic() - start) * 1000
         logger.info("%s: cleaned [%d, %d): %d→%d bytes, %d→%d records in %.0f ms", log.dir,
@@ -388,7 +420,7 @@ class LogCleaner:
         return stats
 
     def _build_offset_map(self, dirty: list[LogSegment], first_dirty: int, offset_map: OffsetMap,
-                          stats: CleanerStats) -> int:
+                          stats: CleanerStats, aborted: "AbortedRanges | None" = None) -> int:
         """Fill the map from whole dirty segments while they fit; returns the end offset."""
         end = first_dirty
         for seg in dirty:
@@ -397,6 +429,8 @@ class LogCleaner:
                 break  # the next segment might not fit: stop at a segment boundary
             for buf, pos, h in iter_segment_batches(seg):
                 if h.is_control or h.last_offset < first_dirty:
+                    continue
+                if aborted is not None and aborted.contains(h):
                     continue
                 _, recs = decode_batch(buf, pos)
                 for r in recs:
@@ -429,7 +463,8 @@ class LogCleaner:
         return groups
 
     def _clean_group(self, log: Log, group: list[LogSegment], offset_map: OffsetMap,
-                     delete_horizon_ms: int, stats: CleanerStats) -> None:
+                     delete_horizon_ms: int, stats: CleanerStats, aborted: "AbortedRanges | None" = None,
+                     last_batches: dict[int, int] | None = None) -> None:
         c = log.config
         base = group[0].base_offset
         writer = _CleanedSegmentWriter(log.dir, base, c["index.interval.bytes"], c["segment.index.bytes"])
@@ -442,7 +477,8 @@ class LogCleaner:
                 stats.segments_read += 1
                 stats.bytes_read += seg.size
                 for buf, pos, h in iter_segment_batches(seg):
-                    self._clean_batch(buf, pos, h, offset_map, retain_deletes, writer, stats)
+                    self._clean_batch(buf, pos, h, offset_map, retain_deletes, writer, stats, aborted,
+                                      last_batches)
             writer.finish(mtime)
         except FileNotFoundError as e:  # a segment was deleted meanwhile
             writer.abort()
@@ -460,13 +496,20 @@ class LogCleaner:
 
     @staticmethod
     def _clean_batch(buf: bytes, pos: int, h: BatchHeader, offset_map: OffsetMap, retain_deletes: bool,
-                     writer: _CleanedSegmentWriter, stats: CleanerStats) -> None:
+                     writer: _CleanedSegmentWriter, stats: CleanerStats, aborted: "AbortedRanges | None" = None,
+                     last_batches: dict[int, int] | None = None) -> None:
         view = memoryview(buf)[pos:pos + h.size]
         if h.is_control:
             writer.append(view, h.last_offset, h.max_timestamp)
             return
         _, recs = decode_batch(buf, pos)
         stats.records_read += len(recs)
+        is_last_of_producer = (h.producer_id >= 0 and last_batches is not None
+                               and last_batches.get(h.producer_id) == h.last_offset)
+        if aborted is not None and aborted.contains(h):
+            if is_last_of_producer:
+                writer.append(empty_batch(h), h.last_offset, h.max_timestamp)
+            return
         kept = []
         for r in recs:
             if r.key is None:
@@ -480,6 +523,8 @@ class LogCleaner:
                 continue
             kept.append(r)
         if not kept:
+            if is_last_of_producer:
+                writer.append(empty_batch(h), h.last_offset, h.max_timestamp)
             return
         stats.records_retained += len(kept)
         if len(kept) == len(recs):
@@ -489,5 +534,6 @@ class LogCleaner:
             writer.append(new, h.last_offset, rb.parse_header(new).max_timestamp)
 
 
-__all__ = ["CLEANER_OFFSET_CHECKPOINT", "CleanerStats", "CleaningAborted", "LogCleaner", "OffsetMap", "rebuild_batch",
+__all__ = ["CLEANER_OFFSET_CHECKPOINT", "AbortedRanges", "CleanerStats", "CleaningAborted", "LogCleaner", "OffsetMap",
+           "empty_batch", "rebuild_batch",
            "records_have_null_keys", "iter_segment_batches"]

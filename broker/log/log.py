@@ -10,7 +10,10 @@ Invariants:
   in their header (baseOffset, partitionLeaderEpoch, LogAppendTime + CRC) and
   records are never decoded;
 - after construction the files hold only complete valid batches: an unclean
-  shutdown is recovered from the recovery point (``Log.loadSegments``/``recoverLog``).
+  shutdown is recovered from the recovery point (``Log.loadSegments``/``recoverLog``);
+- producer state, markers, the txn index and the LSO follow the log (``log_txn``): a
+  duplicate idempotent batch is answered with its original offsets, not appended; only
+  the coordinator origin may append control batches (only their one record is read).
 
 Segment deletion renames the files to ``.deleted`` and removes them at once
 (``file.delete.delay.ms`` is not waited for: reads are synchronous on the reactor
@@ -27,14 +30,18 @@ from bisect import bisect_right
 from typing import Callable, NamedTuple
 
 from odradek.protocol import record_batch as rb
+from odradek.protocol.control_records import parse_control_record
 from odradek.protocol.errors import ErrorCode, KafkaError
 
 from ..config import LONG_MAX, LogConfig
+from ..producer_state import DEFAULT_EXPIRATION_MS, ORIGIN_CLIENT, ORIGIN_COORDINATOR, ProducerStateManager
 from .checkpoint import CLEAN_SHUTDOWN_FILE
 from .epoch_cache import LEADER_EPOCH_CHECKPOINT, LeaderEpochFileCache
 from .index import CorruptIndexError
 from .segment import (DELETED_SUFFIX, INDEX_SUFFIX, INT32_MAX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment,
                       filename_prefix)
+from .log_txn import TransactionalLog
+from .txn_index import TXN_INDEX_SUFFIX, write_index_file
 
 logger = logging.getLogger(__name__)
 
@@ -69,12 +76,13 @@ def parse_topic_partition(dirname: str) -> tuple[str, int]:
     return topic, int(part)
 
 
-class Log:
+class Log(TransactionalLog):
     """A partition's log; see the module invariants."""
 
     def __init__(self, dir: str, config: LogConfig, recovery_point: int = 0,
                  time: Callable[[], float] = _time.time, log_start_offset: int = 0,
-                 had_clean_shutdown: bool | None = None) -> None:
+                 had_clean_shutdown: bool | None = None,
+                 producer_id_expiration_ms: int = DEFAULT_EXPIRATION_MS) -> None:
         self.dir = dir
         self.topic, self.partition = parse_topic_partition(dir)
         self.config = config
@@ -88,12 +96,14 @@ class Log:
         self._bases: list[int] = []
         self.recovery_point = recovery_point
         self._high_watermark: int | None = None
+        self.producer_state = ProducerStateManager(dir, producer_id_expiration_ms)
         self._load_segments(had_clean_shutdown)
         first = self.segments[0].base_offset
         self.log_start_offset = min(max(log_start_offset, first), self.log_end_offset)
         self.recovery_point = min(max(self.recovery_point, 0), self.log_end_offset)
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
         self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+        self._load_producer_state()
 
     # ---------------------------------------------------------------- loading
     def _now_ms(self) -> int:
@@ -114,7 +124,7 @@ class Log:
             path = os.path.join(self.dir, name)
             m = _SEGMENT_FILE.match(name)
             if name.endswith((DELETED_SUFFIX, CLEANED_SUFFIX, ".tmp")) or (
-                    m and m.group(2) != "log" and int(m.group(1)) in swapped):
+                    m and m.group(2) not in ("log", "snapshot") and int(m.group(1)) in swapped):
                 os.remove(path)  # interrupted deletion / cleaning / checkpoint; stale index of a swap
                 continue
             if name.endswith(SWAP_SUFFIX):
@@ -128,7 +138,7 @@ class Log:
                 bases.add(int(m.group(1)))
         for name in os.listdir(self.dir):  # indexes without a log file
             m = _SEGMENT_FILE.match(name)
-            if m and m.group(2) in ("index", "timeindex") and int(m.group(1)) not in bases:
+            if m and m.group(2) in ("index", "timeindex", "txnindex") and int(m.group(1)) not in bases:
                 os.remove(os.path.join(self.dir, name))
         c = self.config
         for base in sorted(bases):
@@ -136,7 +146,8 @@ class Log:
                              now_ms=self._now_ms)
             self.segments.append(seg)
         self._bases = [s.base_offset for s in self.segments]
-        for seg in [s for s in self.segments if s.base_offset in swapped]:
+        swapped_segs = [s for s in self.segments if s.base_offset in swapped]
+        for seg in swapped_segs:
             seg.recover()  # the swapped-in segment replaces every old one it overlaps
             self._remove_segments([s for s in self.segments
                                    if seg.base_offset < s.base_offset < seg.next_offset])
@@ -151,6 +162,9 @@ class Log:
                     logger.warning("%s: rebuilding indexes of %s (%s)", self.dir, seg.log_path, e)
             if self._recover_segment(i):
                 break
+        for seg in swapped_segs:  # their txn indexes were not swapped in: rebuild them from the log
+            if seg in self.segments:
+                self._rebuild_txn_index(self.segments.index(seg))
         if not self.segments:
             seg = self._new_segment(max(self.recovery_point, 0))
             self.segments.append(seg)
@@ -161,11 +175,12 @@ class Log:
         seg = self.segments[i]
         cache = self.leader_epoch_cache
 
-        def on_batch(h: rb.BatchHeader) -> None:
+        def on_batch(h: rb.BatchHeader, _data: memoryview) -> None:
             if h.partition_leader_epoch > cache.latest_epoch:
                 cache.assign(h.partition_leader_epoch, h.base_offset)
 
         truncated = seg.recover(on_batch)
+        self._rebuild_txn_index(i)
         if truncated:
             logger.warning("%s: truncated %d invalid bytes at the end of %s", self.dir, truncated, seg.log_path)
         later = self.segments[i + 1:]
@@ -203,6 +218,7 @@ class Log:
     def update_high_watermark(self, hw: int) -> int:
         """Set the HW, clamped to [log start, LEO]; returns the value kept."""
         self._high_watermark = min(max(hw, self.log_start_offset), self.log_end_offset)
+        self.producer_state.on_high_watermark(self._high_watermark)
         return self._high_watermark
 
     @property
@@ -234,22 +250,39 @@ class Log:
             pos += h.size
         return batches
 
-    def append_as_leader(self, records: bytes | bytearray, leader_epoch: int) -> LogAppendInfo:
-        """Validate, assign offsets from the LEO, stamp the epoch (and LogAppendTime), append."""
+    def append_as_leader(self, records: bytes | bytearray, leader_epoch: int,
+                         origin: str = ORIGIN_CLIENT) -> LogAppendInfo:
+        """Validate (batches, then producer state), assign offsets from the LEO, stamp the epoch
+        (and LogAppendTime), append. A duplicate idempotent batch is not appended: its original
+        offsets come back. Control batches only from the coordinator (``origin``)."""
         config = self.config
         buf = bytearray(records)
         batches = self._validate(buf, config["max.message.bytes"])
         now = self._now_ms()
         ts_max_diff = config["message.timestamp.difference.max.ms"]
         log_append_time = config.log_append_time
-        for _, h in batches:
+        state = self.producer_state
+        markers: dict[int, tuple[bool, int]] = {}
+        for pos, h in batches:
             if h.is_control:
-                raise KafkaError(ErrorCode.INVALID_RECORD, "clients may not write control batches")
-            if ts_max_diff != LONG_MAX and not log_append_time and (
+                if origin != ORIGIN_COORDINATOR or h.producer_id < 0:
+                    raise KafkaError(ErrorCode.INVALID_RECORD, "clients may not write control batches")
+                markers[pos] = marker = parse_control_record(buf, pos)
+                state.check_marker(h.producer_id, h.producer_epoch, marker[1])
+            elif ts_max_diff != LONG_MAX and not log_append_time and (
                     abs(h.base_timestamp - now) > ts_max_diff or abs(h.max_timestamp - now) > ts_max_diff):
                 raise KafkaError(ErrorCode.INVALID_TIMESTAMP, "timestamp out of the acceptable range")
+            else:
+                if origin == ORIGIN_CLIENT and h.producer_id >= 0 and h.base_sequence < 0:
+                    raise KafkaError(ErrorCode.INVALID_RECORD,
+                                     f"invalid sequence {h.base_sequence} for producer {h.producer_id}")
+                dup = state.check(h, origin)
+                if dup is not None:
+                    return LogAppendInfo(dup.first_offset, dup.last_offset, dup.log_append_time,
+                                         self.log_start_offset)
         first = offset = self.log_end_offset
         infos = []
+        final = []
         set_base, set_epoch, set_lat = rb.set_base_offset, rb.set_partition_leader_epoch, rb.set_log_append_time
         for pos, h in batches:
             set_base(buf, pos, offset)
@@ -258,9 +291,11 @@ class Log:
             if log_append_time:
                 set_lat(buf, pos, h.size, now)
                 max_ts = now
+            final.append((pos, rb.parse_header(buf, pos)))
             offset += h.last_offset_delta + 1
             infos.append((pos, offset - 1, max_ts, h.size))
         self._append(buf, infos, first, now)
+        self._apply_appended(final, buf, markers)
         if leader_epoch >= 0 and leader_epoch > self.leader_epoch_cache.latest_epoch:
             self.leader_epoch_cache.assign(leader_epoch, first)
         return LogAppendInfo(first, offset - 1, now if log_append_time else -1, self.log_start_offset)
@@ -283,6 +318,7 @@ class Log:
             infos.append((pos, h.last_offset, h.max_timestamp, h.size))
         now = self._now_ms()
         self._append(records, infos, first, now)
+        self._apply_appended(batches, records)
         cache = self.leader_epoch_cache
         for _, h in batches:
             if h.partition_leader_epoch > cache.latest_epoch:
@@ -320,6 +356,8 @@ class Log:
         self.segments.append(seg)
         self._bases.append(base)
         self.flush(base)  # Kafka flushes the old segment on roll; this advances the recovery point
+        self.producer_state.remove_expired(self._now_ms())
+        self.producer_state.take_snapshot(base)
         return seg
 
     # ---------------------------------------------------------------- read
@@ -392,6 +430,7 @@ class Log:
             self.roll()  # deleting everything: keep an empty active segment at the LEO
         self._remove_segments(deletable)
         self.maybe_increment_log_start_offset(self.segments[0].base_offset)
+        self.producer_state.delete_snapshots_below(self.segments[0].base_offset)
         return len(deletable)
 
     def _delete_retention_ms_breached(self) -> int:
@@ -454,6 +493,11 @@ class Log:
             raise ValueError(f"{self.dir}: segments to replace are not adjacent inactive ones at {base}")
         prefix = os.path.join(self.dir, filename_prefix(base))
         paths = [prefix + INDEX_SUFFIX, prefix + TIME_INDEX_SUFFIX, prefix + LOG_SUFFIX]
+        aborted = [e for s in old for e in s.txn_index.entries]
+        if aborted or os.path.exists(prefix + TXN_INDEX_SUFFIX):
+            # the aborted transactions of every replaced segment move to the new one
+            write_index_file(prefix + TXN_INDEX_SUFFIX + CLEANED_SUFFIX, aborted)
+            paths.insert(2, prefix + TXN_INDEX_SUFFIX)
         for p in paths:
             os.replace(p + CLEANED_SUFFIX, p + SWAP_SUFFIX)
         _fsync_dir(self.dir)
@@ -464,13 +508,14 @@ class Log:
         _fsync_dir(self.dir)
         c = self.config
         seg = LogSegment(self.dir, base, c["index.interval.bytes"], c["segment.index.bytes"], now_ms=self._now_ms)
+        self.segments[i] = seg
+        self._bases = [s.base_offset for s in self.segments]
         try:
             seg.load()
         except (CorruptIndexError, KafkaError) as e:
             logger.warning("%s: rebuilding indexes of cleaned %s (%s)", self.dir, seg.log_path, e)
             seg.recover()
-        self.segments[i] = seg
-        self._bases = [s.base_offset for s in self.segments]
+            self._rebuild_txn_index(i)
         return seg
 
     # ---------------------------------------------------------------- truncation
@@ -490,6 +535,7 @@ class Log:
         self.recovery_point = min(offset, self.recovery_point)
         if self._high_watermark is not None:
             self._high_watermark = min(self._high_watermark, self.log_end_offset)
+        self._load_producer_state()  # from the newest snapshot at or below the new LEO
         return True
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
@@ -510,6 +556,8 @@ class Log:
         self.log_start_offset = self.recovery_point = offset
         if self._high_watermark is not None:
             self._high_watermark = offset
+        self.producer_state.delete_all_snapshots()
+        self.producer_state.clear(offset)
 
     # ---------------------------------------------------------------- lifecycle
     def flush(self, offset: int | None = None) -> None:
@@ -524,6 +572,11 @@ class Log:
         self.recovery_point = offset
 
     def close(self) -> None:
+        if os.path.isdir(self.dir) and self.segments and self.segments[-1]._fd >= 0:
+            try:
+                self.producer_state.take_snapshot(self.log_end_offset)
+            except OSError as e:
+                logger.warning("%s: producer snapshot on close failed: %s", self.dir, e)
         for seg in self.segments:
             seg.close()
 

@@ -22,6 +22,7 @@ from ..config import KafkaConfig, LogConfig
 from .checkpoint import (CLEAN_SHUTDOWN_FILE, HIGH_WATERMARK_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
                          META_PROPERTIES, RECOVERY_POINT_CHECKPOINT, CheckpointError,
                          OffsetCheckpointFile, read_properties, write_properties)
+from ..producer_state import DEFAULT_EXPIRATION_MS
 from .log import Log, parse_topic_partition
 
 logger = logging.getLogger(__name__)
@@ -119,7 +120,8 @@ class LogManager:
                 raise LogDirError(f"Duplicate log directories for {tp[0]}-{tp[1]}: "
                                   f"{self._logs[tp].dir} and {path}")
             log = Log(path, self._topic_config(tp[0]), recovery_points.get(tp, 0), self._time,
-                      start_offsets.get(tp, 0), had_clean_shutdown=clean)
+                      start_offsets.get(tp, 0), had_clean_shutdown=clean,
+                      producer_id_expiration_ms=self._producer_id_expiration_ms())
             self._logs[tp] = log
             self._log_dir_of[tp] = d
         if clean:
@@ -190,7 +192,8 @@ class LogManager:
             return log
         d = self._next_log_dir()
         config = log_config or self._topic_config(tp[0])
-        log = Log(os.path.join(d, f"{tp[0]}-{tp[1]}"), config, 0, self._time, 0, had_clean_shutdown=True)
+        log = Log(os.path.join(d, f"{tp[0]}-{tp[1]}"), config, 0, self._time, 0, had_clean_shutdown=True,
+                  producer_id_expiration_ms=self._producer_id_expiration_ms())
         self._logs[tp] = log
         self._log_dir_of[tp] = d
         logger.info("created log for %s-%d in %s", tp[0], tp[1], d)
@@ -213,11 +216,20 @@ class LogManager:
         self._checkpoint_dir(d)
         return True
 
+    def _producer_id_expiration_ms(self) -> int:
+        """Kafka expires idle producer ids after transactional.id.expiration.ms."""
+        try:
+            return int(self.config["transactional.id.expiration.ms"])
+        except (KeyError, TypeError, ValueError):
+            return DEFAULT_EXPIRATION_MS
+
     def cleanup_logs(self) -> int:
-        """Apply retention to every log; returns the number of segments deleted."""
+        """Apply retention to every log (and expire idle producer ids); returns the number of
+        segments deleted."""
         total = 0
         for log in list(self._logs.values()):
             total += log.delete_old_segments()
+            log.remove_expired_producers()
         return total
 
     def flush_logs(self) -> None:

@@ -1,11 +1,12 @@
-"""One log segment: ``%020d.log`` plus its ``.index`` and ``.timeindex``.
+"""One log segment: ``%020d.log`` plus its ``.index``, ``.timeindex`` and ``.txnindex``.
 
 Invariant: the ``.log`` file is a sequence of complete, CRC-valid magic-2 batches
 with strictly increasing offsets, all in ``[base_offset, next_offset)`` and
 within int32 of ``base_offset``; ``size`` is its length. Appends reach the OS
 with one ``os.write`` (no user-space buffer), so a kill -9 loses nothing that
 was appended. Batches are handled through their headers only — records are
-never decoded here.
+never decoded here. The ``.txnindex`` lists the aborted transactions whose markers
+are in this segment; it is truncated and deleted with the segment.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.records import decode_batch
 
 from .index import CorruptIndexError, OffsetIndex, TimeIndex
+from .txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX = ".log", ".index", ".timeindex"
 DELETED_SUFFIX = ".deleted"
@@ -50,6 +52,7 @@ class LogSegment:
         self.size = os.fstat(self._fd).st_size
         self.offset_index = OffsetIndex(prefix + INDEX_SUFFIX, base_offset, max_index_size)
         self.time_index = TimeIndex(prefix + TIME_INDEX_SUFFIX, base_offset, max_index_size)
+        self.txn_index = TransactionIndex(prefix + TXN_INDEX_SUFFIX)
         self.next_offset = base_offset
         self.max_timestamp = -1
         self.offset_of_max_timestamp = -1
@@ -69,6 +72,7 @@ class LogSegment:
             seg.size = 0
         seg.offset_index._truncated = seg.time_index._truncated = True
         seg.flush_indexes()
+        seg.txn_index.reset()
         return seg
 
     def load(self) -> None:
@@ -80,6 +84,7 @@ class LogSegment:
         if not (os.path.exists(self.offset_index.path) and os.path.exists(self.time_index.path)):
             raise CorruptIndexError(f"{self.log_path}: index files missing")
         self.offset_index.load(self.size)
+        self.txn_index.load()
         self._load_tail_state()
         self.time_index.load(self.next_offset)
         ts, off = self.time_index.last_entry
@@ -117,11 +122,13 @@ class LogSegment:
                 self.rolling_base_ms = min(ts, now) if ts >= 0 else now
                 break
 
-    def recover(self, on_batch: Callable[[rb.BatchHeader], None] | None = None) -> int:
+    def recover(self, on_batch: Callable[[rb.BatchHeader, memoryview], None] | None = None) -> int:
         """Re-validate every batch, rebuild both indexes and truncate at the first
-        corrupt or partial batch. Returns the number of bytes truncated."""
+        corrupt or partial batch; ``on_batch`` sees each valid batch (header, bytes). The
+        txn index is emptied (the log rebuilds it). Returns the number of bytes truncated."""
         self.offset_index.reset()
         self.time_index.reset()
+        self.txn_index.reset()
         self.next_offset = self.base_offset
         self.max_timestamp = self.offset_of_max_timestamp = -1
         self.bytes_since_last_index_entry = 0
@@ -141,15 +148,16 @@ class LogSegment:
                 buf, buf_start, rel = os.pread(self._fd, max(_RECOVER_CHUNK, total), pos), pos, 0
                 if len(buf) < total:
                     break
+            view = memoryview(buf)[rel:rel + total]
             try:
-                h = rb.validate(memoryview(buf)[rel:rel + total])
+                h = rb.validate(view)
             except KafkaError:
                 break
             if h.base_offset < max(self.next_offset, self.base_offset) \
                     or h.last_offset - self.base_offset > INT32_MAX:
                 break
             if on_batch is not None:
-                on_batch(h)
+                on_batch(h, view)
             self._index_batch(pos, h.last_offset, h.max_timestamp, total)
             self.next_offset = h.next_offset
             pos += total
@@ -268,6 +276,10 @@ class LogSegment:
     def iter_batch_headers(self, position: int = 0) -> Iterator[tuple[int, rb.BatchHeader]]:
         return self._headers(position)
 
+    def read_batch(self, position: int, size: int) -> bytes:
+        """The bytes of one batch (control batches, to read their marker)."""
+        return os.pread(self._fd, size, position)
+
     @property
     def largest_timestamp(self) -> int:
         """Max batch timestamp, or the file's mtime if no batch has one (Kafka's rule)."""
@@ -285,6 +297,7 @@ class LogSegment:
         removed = self.size - pos
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         os.ftruncate(self._fd, pos)
         self.size = pos
         self._load_tail_state()
@@ -307,6 +320,7 @@ class LogSegment:
         os.fsync(self._fd)
         self.offset_index.fsync()
         self.time_index.fsync()
+        self.txn_index.fsync()
 
     def close(self) -> None:
         if self._fd >= 0:
@@ -321,7 +335,7 @@ class LogSegment:
             self._fd = -1
 
     def paths(self) -> list[str]:
-        return [self.log_path, self.offset_index.path, self.time_index.path]
+        return [self.log_path, self.offset_index.path, self.time_index.path, self.txn_index.path]
 
     def rename_to_deleted(self) -> None:
         """Mark the files ``.deleted`` (``LogSegment.changeFileSuffixes``)."""

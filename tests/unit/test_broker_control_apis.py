@@ -231,5 +231,13 @@ def test_init_producer_id(broker):
     ids = [call(broker, init_producer_id, 1, {"transactional_id": None, "transaction_timeout_ms": 1000})
            for _ in range(3)]
     assert [(r.error_code, r.producer_id, r.producer_epoch) for r in ids] == [(0, 0, 0), (0, 1, 0), (0, 2, 0)]
+    # v3+ may name a producer id without a transactional id: it still gets a fresh one
+    r = call(broker, init_producer_id, 4, {"transactional_id": None, "transaction_timeout_ms": 1000,
+                                           "producer_id": 0, "producer_epoch": 0})
+    assert (r.error_code, r.producer_id, r.producer_epoch) == (0, 3, 0)
+    r = call(broker, init_producer_id, 4, {"transactional_id": None, "transaction_timeout_ms": 1000,
+                                           "producer_id": 5, "producer_epoch": -1})
+    assert r.error_code == ErrorCode.INVALID_REQUEST
+    # transactional ids go to the transaction coordinator, which this broker has not started
     r = call(broker, init_producer_id, 1, {"transactional_id": "tx", "transaction_timeout_ms": 1000})
-    assert r.error_code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    assert r.error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE

@@ -196,7 +196,7 @@ def test_find_coordinator_answers_the_leader_of_the_group_partition(tmp_path):
         parts[p] = (-1, [1, 2], [1])
         b.set_metadata({GROUP_METADATA_TOPIC: parts}, brokers=(1, 2))
         assert call(b, find_coordinator, 1, {"key": "g"}).error_code == E.COORDINATOR_NOT_AVAILABLE
-        # transaction coordinators do not exist; unknown key types are invalid
+        # no __transaction_state yet (and no admin to create it); unknown key types are invalid
         assert call(b, find_coordinator, 1, {"key": "tx", "key_type": 1}).error_code == \
             E.COORDINATOR_NOT_AVAILABLE
         assert call(b, find_coordinator, 1, {"key": "tx", "key_type": 5}).error_code == E.INVALID_REQUEST

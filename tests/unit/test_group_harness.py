@@ -9,9 +9,11 @@ import heapq
 import itertools
 from typing import Any, Callable
 
-from odradek.broker.group import Completion, GroupConfig, GroupCoordinator
+from odradek.broker.group import AppendResult, Completion, GroupConfig, GroupCoordinator
+from odradek.protocol.control_records import build_control_batch
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.group_records import decode_record
+from odradek.protocol.record_batch import HEADER_SIZE, parse_header, set_base_offset
 from odradek.protocol.records import iter_records
 
 
@@ -58,30 +60,56 @@ class FakeTimer:
 
 
 class FakeLog:
-    """The injected ``append``: keeps every batch per partition; completes at once with
-    ``error`` unless ``manual`` (then ``release()`` completes the parked appends)."""
+    """The injected ``append``: keeps every batch per partition, giving it the next log
+    offsets (as the leader's log would); completes at once with ``error`` unless
+    ``manual`` (then ``release()`` completes the parked appends, in order)."""
 
     def __init__(self) -> None:
         self.batches: dict[int, list[bytes]] = {}
         self.error = ErrorCode.NONE
         self.manual = False
-        self.parked: list[tuple[Completion[ErrorCode], int, bytes]] = []
+        self.parked: list[tuple[Completion[AppendResult], int, bytes]] = []
 
-    def __call__(self, partition: int, batch: bytes) -> Completion[ErrorCode]:
-        done: Completion[ErrorCode] = Completion()
+    def __call__(self, partition: int, batch: bytes) -> Completion[AppendResult]:
+        done: Completion[AppendResult] = Completion()
         if self.manual:
             self.parked.append((done, partition, batch))
+        elif self.error != ErrorCode.NONE:
+            done.complete(AppendResult(self.error))
         else:
-            self.batches.setdefault(partition, []).append(batch)
-            done.complete(self.error)
+            done.complete(AppendResult(ErrorCode.NONE, self._store(partition, batch)))
         return done
 
-    def release(self, error: ErrorCode = ErrorCode.NONE) -> None:
-        parked, self.parked = self.parked, []
+    def _store(self, partition: int, batch: bytes) -> int:
+        """Append with the next offsets; returns the batch's base offset."""
+        batches = self.batches.setdefault(partition, [])
+        base = self.end_offset(partition)
+        if len(batch) >= HEADER_SIZE:
+            buf = bytearray(batch)
+            set_base_offset(buf, 0, base)
+            batch = bytes(buf)
+        batches.append(batch)
+        return base
+
+    def end_offset(self, partition: int) -> int:
+        batches = self.batches.get(partition, [])
+        return parse_header(batches[-1]).next_offset if batches else 0
+
+    def release(self, error: ErrorCode = ErrorCode.NONE, count: int | None = None) -> None:
+        """Complete the first ``count`` parked appends (all by default) with ``error``."""
+        n = len(self.parked) if count is None else count
+        parked, self.parked = self.parked[:n], self.parked[n:]
         for done, partition, batch in parked:
             if error == ErrorCode.NONE:
-                self.batches.setdefault(partition, []).append(batch)
-            done.complete(error)
+                done.complete(AppendResult(error, self._store(partition, batch)))
+            else:
+                done.complete(AppendResult(error))
+
+    def marker(self, partition: int, producer_id: int, producer_epoch: int, commit: bool,
+               coordinator_epoch: int = 0) -> int:
+        """Append a transaction marker (what WriteTxnMarkers writes); its offset."""
+        return self._store(partition, build_control_batch(
+            producer_id, producer_epoch, commit, coordinator_epoch, 0))
 
     def records(self, partition: int) -> list[tuple[bytes, bytes | None]]:
         return [(r.key, r.value) for b in self.batches.get(partition, [])
@@ -139,7 +167,7 @@ def test_fake_log_manual_release():
     log(3, b"x").add_callback(results.append)
     assert results == [] and log.batches == {}
     log.release(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-    assert results == [ErrorCode.NOT_LEADER_OR_FOLLOWER] and log.batches == {}
+    assert results == [AppendResult(ErrorCode.NOT_LEADER_OR_FOLLOWER)] and log.batches == {}
 
 
 def test_completion_contract():

@@ -148,6 +148,7 @@ def test_recovery_at_corrupt_crc_deletes_later_segments(tmp_path):
     assert offsets(log.read(0, 1 << 20))[0] == 0
     assert sorted(os.listdir(log.dir)) == sorted(
         ["%020d.%s" % (b, ext) for b in (0, victim.base_offset) for ext in ("log", "index", "timeindex")]
+        + ["%020d.snapshot" % victim.base_offset]   # producer snapshots above the new LEO are gone
         + ["leader-epoch-checkpoint"])
 
 

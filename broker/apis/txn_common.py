@@ -1,0 +1,46 @@
+"""What the transaction API handlers share: the coordinator lookup, Completion -> Deferred,
+and Kafka's mapping of PRODUCER_FENCED for request versions that predate it.
+
+Invariant: a handler reaches the transaction coordinator only through ``coordinator(ctx)``,
+which is None until the broker started it (handlers then answer
+COORDINATOR_NOT_AVAILABLE). Not a handler module (it is not listed in the registry).
+"""
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+from twisted.internet import defer
+
+from odradek.broker.txn import Completion, TransactionCoordinator
+from odradek.protocol.errors import ErrorCode
+
+from .context import BrokerContext
+
+T = TypeVar("T")
+
+COORDINATOR_KEY = "txn_coordinator"
+
+
+def coordinator(ctx: BrokerContext) -> TransactionCoordinator | None:
+    """The broker's running TransactionCoordinator, or None (not started / shut down)."""
+    coord = ctx.extra.get(COORDINATOR_KEY)
+    return coord if coord is not None and coord.active else None
+
+
+def install(ctx: BrokerContext, coord: Any) -> None:
+    ctx.extra[COORDINATOR_KEY] = coord
+
+
+def to_deferred(completion: Completion[T]) -> defer.Deferred:
+    d: defer.Deferred = defer.Deferred()
+    completion.add_callback(d.callback)
+    return d
+
+
+def fenced_for_version(code: ErrorCode | int, version: int, first_version: int) -> ErrorCode:
+    """KafkaApis: clients older than ``first_version`` do not know PRODUCER_FENCED and get
+    INVALID_PRODUCER_EPOCH (same handling on their side)."""
+    code = ErrorCode(code)
+    if code == ErrorCode.PRODUCER_FENCED and version < first_version:
+        return ErrorCode.INVALID_PRODUCER_EPOCH
+    return code
