@@ -7,7 +7,8 @@ Spark's Kafka source names (``kafka.bootstrap.servers``, ``subscribe``,
 ``subscribePattern``, ``assign``, ``startingOffsets``, ``endingOffsets``,
 ``maxOffsetsPerTrigger``, ``failOnDataLoss``, ``includeHeaders``,
 ``kafkaConsumer.pollTimeoutMs``, ``topic``); keys are case-insensitive, like Spark's.
-Other ``kafka.<name>`` options go to our client when it knows ``<name>``.
+Other ``kafka.<name>`` options go to our client when it knows ``<name>``. The sink's
+own ``exactlyOnce`` and ``transactionalIdPrefix`` select the transactional sink.
 """
 from __future__ import annotations
 
@@ -193,16 +194,40 @@ def parse_read_options(options: Mapping[str, str], streaming: bool) -> ReadOptio
 class WriteOptions:
     producer: dict[str, Any] = field(hash=False)
     topic: str | None
+    exactly_once: bool = False
+    # transactional.id of write task p is f"{prefix}-{p}"; None: derived from the query id
+    transactional_id_prefix: str | None = None
 
     @property
     def bootstrap(self) -> str:
         return str(self.producer["bootstrap.servers"])
 
 
-def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
+def parse_write_options(options: Mapping[str, str], streaming: bool = False) -> WriteOptions:
+    """Producer settings and sink options; ``exactlyOnce=true`` is for streaming writes only."""
     low = _lower(options)
     producer = client_settings(options, "producer")
+    if "transactional.id" in producer:
+        raise OptionError("option kafka.transactional.id cannot be set: the sink gives each write task its "
+                          "own (use exactlyOnce=true and transactionalIdPrefix)")
+    exactly_once = _bool(low, "exactlyOnce", False)
+    prefix = low.get("transactionalidprefix")
+    if prefix is not None:
+        prefix = str(prefix).strip()
+        if not prefix:
+            raise OptionError("option transactionalIdPrefix must not be empty")
+        if not exactly_once:
+            raise OptionError("option transactionalIdPrefix needs exactlyOnce=true")
+    if exactly_once and not streaming:
+        raise OptionError("option exactlyOnce is for streaming writes (writeStream) only: a batch write "
+                          "has no batch id to replay against")
+    if exactly_once:
+        for name, bad in (("enable.idempotence", ("false",)), ("acks", ("0", "1"))):
+            if str(producer.get(name, "")).strip().lower() in bad:
+                raise OptionError(f"option kafka.{name}={producer[name]} conflicts with exactlyOnce=true "
+                                  "(transactions need the idempotent producer and acks=all)")
     producer.setdefault("acks", "all")
     producer.setdefault("linger.ms", 5)
     producer.setdefault("batch.size", 65536)
-    return WriteOptions(producer=producer, topic=(low.get("topic") or None))
+    return WriteOptions(producer=producer, topic=(low.get("topic") or None), exactly_once=exactly_once,
+                        transactional_id_prefix=prefix)

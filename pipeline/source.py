@@ -20,6 +20,7 @@ from pyspark.sql.types import StructType
 
 from odradek.client import TopicPartition
 
+from .exactly_once import ExactlyOnceStreamWriter
 from .offsets import EARLIEST, LATEST, OffsetPlanner, data_loss, limit_offsets, to_map, to_tps
 from .options import parse_read_options, parse_write_options, ReadOptions
 from .reader import RangePartition, read_range
@@ -65,10 +66,10 @@ class OdradekDataSource(DataSource):
         check_schema(schema, opts)
         return BatchWriter(opts)
 
-    def streamWriter(self, schema: StructType, overwrite: bool) -> StreamWriter:
-        opts = parse_write_options(self.options)
+    def streamWriter(self, schema: StructType, overwrite: bool) -> StreamWriter | ExactlyOnceStreamWriter:
+        opts = parse_write_options(self.options, streaming=True)
         check_schema(schema, opts)
-        return StreamWriter(opts)
+        return ExactlyOnceStreamWriter(opts) if opts.exactly_once else StreamWriter(opts)
 
 
 class BatchReader(DataSourceReader):

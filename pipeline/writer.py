@@ -5,7 +5,8 @@ saw every one of its records acknowledged (acks=all by default); any failed
 send fails the task. So when Spark commits a batch every row is in the topic
 (nothing lost), and rows are written once unless a task or micro-batch is
 retried: Kafka has no way to take records back, so ``abort`` cannot undo a
-partial write and a retry may duplicate (at-least-once delivery).
+partial write and a retry may duplicate (at-least-once delivery). The
+transactional sink (``exactlyOnce=true``) is ``exactly_once.ExactlyOnceStreamWriter``.
 """
 from __future__ import annotations
 
@@ -60,6 +61,30 @@ def _column(batch: pa.RecordBatch, name: str) -> list | None:
     return None
 
 
+def send_rows(producer: Producer, opts: WriteOptions, batches: Iterator[pa.RecordBatch], msg: ProducedMessage,
+              callback: Callable[[Any, BaseException | None], None], errors: list[BaseException]) -> None:
+    """``producer.send`` every row of ``batches`` (counted in ``msg``); stops early once ``errors`` is set."""
+    for batch in batches:
+        n = batch.num_rows
+        values = _column(batch, "value")
+        keys = _column(batch, "key") or [None] * n
+        topics = [opts.topic] * n if opts.topic else _column(batch, "topic")
+        parts = _column(batch, "partition") or [None] * n
+        headers = _column(batch, "headers") or [None] * n
+        for i in range(n):
+            topic = topics[i]  # type: ignore[index]
+            if not topic:
+                raise ValueError("a row has a null topic and no 'topic' option is set")
+            hdrs = [(h["key"], h["value"]) for h in headers[i]] if headers[i] else None
+            producer.send(topic, value=values[i], key=keys[i], partition=parts[i],  # type: ignore[index]
+                          headers=hdrs, callback=callback)
+            key = (topic, -1 if parts[i] is None else parts[i])
+            msg.per_partition[key] = msg.per_partition.get(key, 0) + 1
+        msg.records += n
+        if errors:
+            break
+
+
 def produce_batches(opts: WriteOptions, batches: Iterator[pa.RecordBatch]) -> ProducedMessage:
     """Send every row, flush, raise on the first failed record (see the module invariant)."""
     errors: list[BaseException] = []
@@ -71,25 +96,7 @@ def produce_batches(opts: WriteOptions, batches: Iterator[pa.RecordBatch]) -> Pr
     msg = ProducedMessage()
     producer = Producer(**opts.producer)
     try:
-        for batch in batches:
-            n = batch.num_rows
-            values = _column(batch, "value")
-            keys = _column(batch, "key") or [None] * n
-            topics = [opts.topic] * n if opts.topic else _column(batch, "topic")
-            parts = _column(batch, "partition") or [None] * n
-            headers = _column(batch, "headers") or [None] * n
-            for i in range(n):
-                topic = topics[i]  # type: ignore[index]
-                if not topic:
-                    raise ValueError("a row has a null topic and no 'topic' option is set")
-                hdrs = [(h["key"], h["value"]) for h in headers[i]] if headers[i] else None
-                producer.send(topic, value=values[i], key=keys[i], partition=parts[i],  # type: ignore[index]
-                              headers=hdrs, callback=on_done)
-                key = (topic, -1 if parts[i] is None else parts[i])
-                msg.per_partition[key] = msg.per_partition.get(key, 0) + 1
-            msg.records += n
-            if errors:
-                break
+        send_rows(producer, opts, batches, msg, on_done, errors)
         producer.flush()
     finally:
         producer.close()
