@@ -1,6 +1,8 @@
 """Small helpers shared by the Spark tests (topics, producing, reading back with the plain Consumer)."""
 from __future__ import annotations
 
+import os
+import signal
 import time
 from typing import Callable
 
@@ -43,3 +45,33 @@ def read_all(bootstrap: str, topic: str, timeout: float = 30.0) -> list:
             for recs in c.poll(timeout_ms=500).values():
                 out.extend(r for r in recs if r.offset < ends[TopicPartition(r.topic, r.partition)])
         return out
+
+
+def kill_process_tree(pid: int) -> None:
+    """SIGKILL the process group of ``pid`` and those of its descendants, together.
+
+    PySpark's worker daemon puts itself and its Python workers in a process group of their own:
+    killing only the query's group would leave the workers running and committing their task.
+    """
+    parents: dict[int, int] = {}
+    groups: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    fields = fh.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue  # exited meanwhile
+            parents[int(entry)], groups[int(entry)] = int(fields[1]), int(fields[2])
+    tree, todo = {pid}, [pid]
+    while todo:
+        parent = todo.pop()
+        children = [p for p, pp in parents.items() if pp == parent and p not in tree]
+        tree.update(children)
+        todo.extend(children)
+    for group in sorted({groups[p] for p in tree if p in groups} | {pid}):
+        if group in tree:  # a group led by one of ours
+            try:
+                os.killpg(group, signal.SIGKILL)
+            except ProcessLookupError:
+                pass

@@ -10,7 +10,6 @@ from __future__ import annotations
 import collections
 import os
 import random
-import signal
 import subprocess
 import sys
 import time
@@ -133,7 +132,7 @@ def _wait_for_a_transaction_to_write(bootstrap: str, proc) -> None:
 def _run_and_kill(bootstrap: str, checkpoint, log_path, rnd: random.Random, in_transaction: bool) -> str:
     """Run the query in its own process; kill -9 it (driver, JVM, Python workers) after 1-3 more
     committed micro-batches, at a random point or as soon as a write task's transaction is open."""
-    from spark_helpers import wait_for
+    from spark_helpers import kill_process_tree, wait_for
     before = _committed_batches(checkpoint)
     cmd = [sys.executable, __file__, bootstrap, str(checkpoint)]
     with open(log_path, "ab") as log:
@@ -149,39 +148,9 @@ def _run_and_kill(bootstrap: str, checkpoint, log_path, rnd: random.Random, in_t
                 time.sleep(rnd.uniform(0.0, 1.5))  # the fault lands at a random point of the running batch
             assert proc.poll() is None, f"the query process ended by itself; see {log_path}"
         finally:
-            _kill_tree(proc.pid)
+            kill_process_tree(proc.pid)
             proc.wait()
     return _kill_report(bootstrap, checkpoint)
-
-
-def _kill_tree(pid: int) -> None:
-    """SIGKILL the process group of ``pid`` and those of its descendants, together.
-
-    PySpark's worker daemon puts itself and its Python workers in a process group of their own:
-    killing only the query's group would leave the workers running and committing their task.
-    """
-    parents: dict[int, int] = {}
-    groups: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as fh:
-                    fields = fh.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue  # exited meanwhile
-            parents[int(entry)], groups[int(entry)] = int(fields[1]), int(fields[2])
-    tree, todo = {pid}, [pid]
-    while todo:
-        parent = todo.pop()
-        children = [p for p, pp in parents.items() if pp == parent and p not in tree]
-        tree.update(children)
-        todo.extend(children)
-    for group in sorted({groups[p] for p in tree if p in groups} | {pid}):
-        if group in tree:  # a group led by one of ours
-            try:
-                os.killpg(group, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
 
 
 def _kill_report(bootstrap: str, checkpoint) -> str:

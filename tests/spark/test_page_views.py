@@ -2,13 +2,12 @@
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 
 from odradek.client import AdminClient
 from odradek.pipeline.jobs import page_views as pv
-from spark_helpers import create_topic, wait_for
+from spark_helpers import create_topic, kill_process_tree, wait_for
 
 T0 = 1_700_000_000_000 - 1_700_000_000_000 % 60_000  # a minute boundary
 
@@ -60,7 +59,7 @@ def test_killed_query_restarts_from_checkpoint_without_loss(spark, cluster_facto
                  240, "two committed micro-batches")
         assert proc.poll() is None
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)  # the driver, its JVM and its Python workers
+        kill_process_tree(proc.pid)  # the driver, its JVM and its Python workers
         proc.wait()
         log.close()
     partial = _counts(bootstrap)
