@@ -199,17 +199,23 @@ class ReplicaFetcher:
                 await self._sleep(None)
                 continue
             now = self.scheduler.seconds()
-            truncating = {tp: st for tp, st in self.partitions.items()
+            # only states still followed: one whose partition just became leader (or moved to a
+            # newer epoch) sends nothing, and looping on it would never yield to the reactor
+            followed = {tp: st for tp, st in self.partitions.items() if self._current(tp, st) is not None}
+            truncating = {tp: st for tp, st in followed.items()
                           if st.status is FetchStatus.TRUNCATING and st.ready(now)}
             if truncating:
                 await self._truncate(truncating)
                 continue
-            fetching = {tp: st for tp, st in self.partitions.items()
+            fetching = {tp: st for tp, st in followed.items()
                         if st.status is FetchStatus.FETCHING and st.ready(now)}
             if fetching:
                 await self._fetch(fetching)
                 continue
-            wake_at = min(st.delayed_until for st in self.partitions.values())
+            if not followed:   # until the replica manager adds or removes partitions
+                await self._sleep(None)
+                continue
+            wake_at = min(st.delayed_until for st in followed.values())
             await self._sleep(max(wake_at - now, 0.001))
 
     # ----------------------------------------------------------- truncation
