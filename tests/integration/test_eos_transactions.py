@@ -9,7 +9,8 @@ a. Consume-transform-produce: a loop process (eos_txn_loop.py) reads numbered in
    of the output then sees every input record transformed exactly once, in input order.
 b. Commit, abort, commit: read_committed readers (confluent-kafka, kafka-python, aiokafka)
    see the first and third transaction in order and nothing of the second;
-   read_uncommitted readers see all three.
+   read_uncommitted readers see all three. A transaction left open past its
+   transaction.timeout.ms is aborted by the coordinator, which fences its producer.
 c. Zombie fencing: a second producer with the same transactional.id fences the first; the
    first one's further produce and commit fail with the client's fencing error, and its
    open transaction is aborted (in the log, invisible to read_committed).
@@ -279,6 +280,29 @@ def test_aborted_transaction_is_invisible_to_read_committed(cluster, client):
         assert got == txns[1] + txns[3], f"{reader} read_committed saw {got}, expected transactions 1 and 3 only"
         got = values_of(read_until_end(reader, cluster.bootstrap_servers, topic, 1, "read_uncommitted"))[0]
         assert got == txns[1] + txns[2] + txns[3], f"{reader} read_uncommitted saw {got}, expected all three"
+
+
+def test_open_transaction_is_aborted_after_its_timeout(cluster):
+    """A transaction left open past transaction.timeout.ms is aborted by the coordinator, which
+    bumps the epoch: the producer is fenced and its records never reach read_committed readers."""
+    from confluent_kafka import KafkaException, Producer
+    topic, bootstrap = "txn-timeout", cluster.bootstrap_servers
+    create_topic(cluster, topic, 1)
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "timeout-confluent",
+                         "transaction.timeout.ms": 4000, "message.timeout.ms": 4000, "linger.ms": 5})
+    values = [b"open-%d" % i for i in range(15)]
+    producer.init_transactions(60)
+    producer.begin_transaction()
+    for v in values:
+        producer.produce(topic, value=v, partition=0)
+    assert producer.flush(60) == 0
+    # the end marker sits behind the open transaction: a read_committed reader reaches it only
+    # once the coordinator aborted the transaction (and the abort marker moved the LSO)
+    write_end_markers(bootstrap, topic, 1)
+    assert values_of(read_until_end("confluent-kafka", bootstrap, topic, 1, "read_committed"))[0] == []
+    assert values_of(read_until_end("confluent-kafka", bootstrap, topic, 1, "read_uncommitted"))[0] == values
+    with pytest.raises(KafkaException):
+        producer.commit_transaction(30)   # fenced by the coordinator's epoch bump
 
 
 # ------------------------------------------------------------------ c. zombie fencing
