@@ -27,7 +27,7 @@ class BrokerMetadata:
 
 
 @dataclass
-class PartitionState:
+class PartitionMetadata:
     """One partition as the controller last described it."""
     topic: str
     partition: int
@@ -49,13 +49,13 @@ class MetadataCache:
         self.controller_id: int | None = None
         self.controller_epoch = -1
         self._brokers: dict[int, BrokerMetadata] = {}
-        self._topics: dict[str, dict[int, PartitionState]] = {}
+        self._topics: dict[str, dict[int, PartitionMetadata]] = {}
         self._listeners: list[Callable[[], None]] = []
 
     # ----------------------------------------------------------------- updates
 
     def update(self, controller_id: int, controller_epoch: int, brokers: Iterable[BrokerMetadata],
-               partition_states: Iterable[PartitionState]) -> list[TopicPartition]:
+               partition_states: Iterable[PartitionMetadata]) -> list[TopicPartition]:
         """Apply one UpdateMetadata; returns the partitions it deleted."""
         self.controller_id = controller_id if controller_id >= 0 else None
         self.controller_epoch = controller_epoch
@@ -107,10 +107,10 @@ class MetadataCache:
     def contains_topic(self, topic: str) -> bool:
         return topic in self._topics
 
-    def partitions(self, topic: str) -> dict[int, PartitionState] | None:
+    def partitions(self, topic: str) -> dict[int, PartitionMetadata] | None:
         return self._topics.get(topic)
 
-    def partition_state(self, topic: str, partition: int) -> PartitionState | None:
+    def partition_state(self, topic: str, partition: int) -> PartitionMetadata | None:
         parts = self._topics.get(topic)
         return None if parts is None else parts.get(partition)
 

@@ -30,15 +30,15 @@ from odradek.zk.znodes import BrokerInfo, Endpoint
 from .apis.context import BrokerContext
 from .apis.group_common import install as install_group_coordinator
 from .apis.txn_common import install as install_txn_coordinator
-from .config import ConfigError, KafkaConfig, LogConfig
-from .group_service import GroupCoordinatorService
-from .log_cleaner_service import LogCleanerService
+from .config.kafka_config import ConfigError, KafkaConfig, LogConfig
+from .group.service import GroupCoordinatorService
+from .log.cleaner_service import LogCleanerService
 from .metadata_cache import MetadataCache
-from .network import KafkaServerFactory
-from .producer_state import ProducerIdManager
-from .replica_manager import ReplicaManager
-from .request_handler import RequestHandler
-from .txn_service import TransactionCoordinatorService
+from .network.socket_server import KafkaServerFactory
+from .log.producer_state import ProducerIdManager
+from .replication.replica_manager import ReplicaManager
+from .network.request_handler import RequestHandler
+from .txn.service import TransactionCoordinatorService
 
 log = logging.getLogger("odradek.broker")
 
@@ -113,7 +113,7 @@ class KafkaServer:
             self.broker_id, cfg, self.log_manager, self.metadata_cache, self.reactor, self._log_config_for,
             isr_writer=lambda tp, state: self._in_thread(zk.conditional_update_partition_state, tp, state),
             isr_notifier=lambda tps: self._in_thread(zk.create_isr_change_notification, tps))
-        from .replica_fetcher import ReplicaFetcherManager
+        from .replication.replica_fetcher import ReplicaFetcherManager
         self.fetcher_manager = ReplicaFetcherManager(self.broker_id, cfg, self.replica_manager, self.reactor)
         self.replica_manager.startup()
         self.cleaner = LogCleanerService(cfg, self.log_manager, self.reactor)
@@ -347,7 +347,7 @@ class KafkaServer:
         """Ask the controller to move this broker's leaderships away (Kafka's controlledShutdown)."""
         from odradek.protocol.apis import controlled_shutdown as cs
 
-        from .network_client import BrokerClient
+        from .network.broker_client import BrokerClient
 
         retries = int(self.config["controlled.shutdown.max.retries"])
         backoff = int(self.config["controlled.shutdown.retry.backoff.ms"]) / 1000.0

@@ -87,7 +87,7 @@ class TopicAlreadyMarkedForDeletion(AdminOperationError):
 
 
 @dataclass
-class PartitionState:
+class PartitionDescription:
     partition: int
     replicas: list[int]
     leader: int | None  # None: no state znode yet, or leader -1
@@ -105,7 +105,7 @@ class PartitionState:
 @dataclass
 class TopicDescription:
     name: str
-    partitions: list[PartitionState]
+    partitions: list[PartitionDescription]
     config: dict[str, str] = field(default_factory=dict)
     marked_for_deletion: bool = False
     topic_id: str | None = None
@@ -192,7 +192,7 @@ class AdminZkClient:
         partitions = []
         for p, replicas in sorted(TopicZNode.decode(data).items()):
             leader, isr, epoch = self.partition_state(topic, p)
-            partitions.append(PartitionState(p, replicas, leader, isr, epoch))
+            partitions.append(PartitionDescription(p, replicas, leader, isr, epoch))
         raw = json.loads(data.decode()) if data else {}
         return TopicDescription(topic, partitions, self.fetch_topic_config(topic),
                                 self.is_marked_for_deletion(topic), raw.get("topic_id"))

@@ -20,7 +20,7 @@ from kazoo.exceptions import KazooException
 
 from odradek.protocol.errors import KafkaError
 from odradek.zk import topics as topic_rules
-from odradek.zk.admin import (AdminOperationError, AdminZkClient, PartitionState, TopicAlreadyMarkedForDeletion,
+from odradek.zk.admin import (AdminOperationError, AdminZkClient, PartitionDescription, TopicAlreadyMarkedForDeletion,
                               TopicDescription, open_zk)
 from odradek.zk.cli import CommandError
 
@@ -254,7 +254,7 @@ def describe_lines(desc: TopicDescription, live: set[int], args: argparse.Namesp
     return lines
 
 
-def _partition_selected(p: PartitionState, live: set[int], min_isr: int | None, args: argparse.Namespace) -> bool:
+def _partition_selected(p: PartitionDescription, live: set[int], min_isr: int | None, args: argparse.Namespace) -> bool:
     return ((args.under_replicated_partitions and p.under_replicated)
             or (args.unavailable_partitions and p.unavailable(live))
             or (args.under_min_isr_partitions and (p.leader is None or (min_isr is not None and len(p.isr) < min_isr)))

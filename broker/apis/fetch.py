@@ -17,7 +17,7 @@ from twisted.internet import defer
 from odradek.protocol.apis import fetch as API
 from odradek.protocol.errors import ErrorCode
 
-from ..delayed import FetchParams, FetchPartition
+from ..replication.delayed import FetchParams, FetchPartition
 from .context import BrokerContext, RequestContext, sync_or_deferred
 
 MIN_VERSION = 0

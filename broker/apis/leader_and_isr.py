@@ -17,8 +17,8 @@ from twisted.internet import defer
 from odradek.protocol.apis import leader_and_isr as API
 from odradek.protocol.errors import ErrorCode
 
-from ..config import ConfigError, LogConfig
-from ..metadata_cache import PartitionState
+from ..config.kafka_config import ConfigError, LogConfig
+from ..metadata_cache import PartitionMetadata
 from .context import BrokerContext, RequestContext
 
 log = logging.getLogger(__name__)
@@ -27,7 +27,7 @@ MIN_VERSION = 0
 MAX_VERSION = 5
 
 
-def partition_states(req, version: int) -> list[tuple[PartitionState, object]]:
+def partition_states(req, version: int) -> list[tuple[PartitionMetadata, object]]:
     """(state, topic_id) for every partition in the request."""
     out = []
     if version <= 1:
@@ -36,7 +36,7 @@ def partition_states(req, version: int) -> list[tuple[PartitionState, object]]:
         groups = [(t.topic_name, t.get("topic_id"), t.partition_states) for t in req.topic_states]
     for topic, topic_id, states in groups:
         for s in states:
-            out.append((PartitionState(topic if topic is not None else s.topic_name, s.partition_index,
+            out.append((PartitionMetadata(topic if topic is not None else s.topic_name, s.partition_index,
                                        s.controller_epoch, s.leader, s.leader_epoch, list(s.isr),
                                        s.zk_version, list(s.replicas)), topic_id))
     return out
@@ -84,7 +84,7 @@ async def _handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:
 
 
 def _response(version: int, top: ErrorCode, states, errors: dict) -> dict:
-    def code(s: PartitionState) -> int:
+    def code(s: PartitionMetadata) -> int:
         return int(errors.get((s.topic, s.partition), top))
 
     if version <= 4:

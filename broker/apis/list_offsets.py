@@ -11,7 +11,7 @@ from __future__ import annotations
 from odradek.protocol.apis import list_offsets as API
 from odradek.protocol.errors import ErrorCode, KafkaError
 
-from ..partition import epoch_cache_of
+from ..replication.partition import epoch_cache_of
 from .context import BrokerContext, RequestContext
 
 MIN_VERSION = 0

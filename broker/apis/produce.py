@@ -22,8 +22,8 @@ from odradek.zk.topics import is_internal
 
 from ..log.cleaner import records_have_null_keys
 
-from ..partition import batch_count_is_one
-from ..replica_manager import produce_error
+from ..replication.partition import batch_count_is_one
+from ..replication.replica_manager import produce_error
 from .context import BrokerContext, CloseConnection, RequestContext, sync_or_deferred
 
 MIN_VERSION = 0

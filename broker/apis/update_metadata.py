@@ -13,7 +13,7 @@ import logging
 from odradek.protocol.apis import update_metadata as API
 from odradek.protocol.errors import ErrorCode
 
-from ..metadata_cache import BrokerMetadata, PartitionState
+from ..metadata_cache import BrokerMetadata, PartitionMetadata
 from .context import BrokerContext, RequestContext
 
 log = logging.getLogger(__name__)
@@ -39,12 +39,12 @@ def brokers_of(req, version: int) -> list[BrokerMetadata]:
     return out
 
 
-def partition_states(req, version: int) -> list[PartitionState]:
+def partition_states(req, version: int) -> list[PartitionMetadata]:
     if version <= 4:
         groups = [(None, req.ungrouped_partition_states)]
     else:
         groups = [(t.topic_name, t.partition_states) for t in req.topic_states]
-    return [PartitionState(topic if topic is not None else s.topic_name, s.partition_index, s.controller_epoch,
+    return [PartitionMetadata(topic if topic is not None else s.topic_name, s.partition_index, s.controller_epoch,
                            s.leader, s.leader_epoch, list(s.isr), s.zk_version, list(s.replicas),
                            list(s.get("offline_replicas") or []))
             for topic, states in groups for s in states]

@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from twisted.internet import defer, task
 
-from odradek.broker.network_client import BrokerClient, BrokerClientError
+from odradek.broker.network.broker_client import BrokerClient, BrokerClientError
 from odradek.zk.znodes import BrokerInfo
 
 from .request_batch import OutRequest

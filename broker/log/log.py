@@ -33,8 +33,8 @@ from odradek.protocol import record_batch as rb
 from odradek.protocol.control_records import parse_control_record
 from odradek.protocol.errors import ErrorCode, KafkaError
 
-from ..config import LONG_MAX, LogConfig
-from ..producer_state import DEFAULT_EXPIRATION_MS, ORIGIN_CLIENT, ORIGIN_COORDINATOR, ProducerStateManager
+from ..config.kafka_config import LONG_MAX, LogConfig
+from .producer_state import DEFAULT_EXPIRATION_MS, ORIGIN_CLIENT, ORIGIN_COORDINATOR, ProducerStateManager
 from .checkpoint import CLEAN_SHUTDOWN_FILE
 from .epoch_cache import LEADER_EPOCH_CHECKPOINT, LeaderEpochFileCache
 from .index import CorruptIndexError

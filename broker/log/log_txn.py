@@ -19,7 +19,7 @@ from odradek.protocol import record_batch as rb
 from odradek.protocol.control_records import build_control_batch, parse_control_record
 from odradek.protocol.errors import KafkaError
 
-from ..producer_state import ORIGIN_COORDINATOR, CompletedTxn, ProducerStateManager
+from .producer_state import ORIGIN_COORDINATOR, CompletedTxn, ProducerStateManager
 from .segment import LogSegment
 from .txn_index import AbortedTxn
 

@@ -18,11 +18,11 @@ import time as _time
 import uuid
 from typing import Callable, Mapping
 
-from ..config import KafkaConfig, LogConfig
+from ..config.kafka_config import KafkaConfig, LogConfig
 from .checkpoint import (CLEAN_SHUTDOWN_FILE, HIGH_WATERMARK_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
                          META_PROPERTIES, RECOVERY_POINT_CHECKPOINT, CheckpointError,
                          OffsetCheckpointFile, read_properties, write_properties)
-from ..producer_state import DEFAULT_EXPIRATION_MS
+from .producer_state import DEFAULT_EXPIRATION_MS
 from .log import Log, parse_topic_partition
 
 logger = logging.getLogger(__name__)

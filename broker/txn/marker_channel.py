@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 from twisted.internet import defer
 
-from odradek.broker.network_client import BrokerClient, BrokerClientError
+from odradek.broker.network.broker_client import BrokerClient, BrokerClientError
 from odradek.protocol.apis import write_txn_markers as API
 from odradek.protocol.errors import ErrorCode
 

@@ -11,10 +11,10 @@ from typing import Any
 from twisted.internet import defer, task
 
 from odradek.broker.apis.context import BrokerContext, RequestContext
-from odradek.broker.config import KafkaConfig
+from odradek.broker.config.kafka_config import KafkaConfig
 from odradek.broker.log.manager import LogManager
-from odradek.broker.metadata_cache import BrokerMetadata, MetadataCache, PartitionState
-from odradek.broker.replica_manager import ReplicaManager
+from odradek.broker.metadata_cache import BrokerMetadata, MetadataCache, PartitionMetadata
+from odradek.broker.replication.replica_manager import ReplicaManager
 from odradek.protocol.header import decode_response, encode_response
 from odradek.protocol.records import BatchBuilder
 
@@ -54,7 +54,7 @@ class Broker:
                      brokers: tuple[int, ...] = (1,), controller_id: int = 1, epoch: int = 1,
                      leader_epoch: int = 0) -> None:
         """Fill the cache: topics -> {partition: (leader, replicas, isr)}."""
-        states = [PartitionState(t, p, epoch, leader, leader_epoch, isr, 0, replicas)
+        states = [PartitionMetadata(t, p, epoch, leader, leader_epoch, isr, 0, replicas)
                   for t, parts in topics.items() for p, (leader, replicas, isr) in parts.items()]
         self.cache.update(controller_id, epoch, [BrokerMetadata(b, {"PLAINTEXT": ("127.0.0.1", 9090 + b)})
                                                  for b in brokers], states)
@@ -67,7 +67,7 @@ class Broker:
         leader = self.broker_id if leader is None else leader
         self.set_metadata({topic: {p: (leader, replicas, isr) for p in range(partitions)}},
                           brokers=tuple(sorted(set(replicas) | {self.broker_id})), leader_epoch=leader_epoch)
-        states = [PartitionState(topic, p, 1, leader, leader_epoch, isr, 0, replicas) for p in range(partitions)]
+        states = [PartitionMetadata(topic, p, 1, leader, leader_epoch, isr, 0, replicas) for p in range(partitions)]
         top, errors = self.rm.become_leader_or_follower(1, states)
         assert int(top) == 0 and all(int(c) == 0 for c in errors.values()), errors
 

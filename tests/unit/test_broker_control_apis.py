@@ -8,7 +8,7 @@ from twisted.internet import defer
 
 from odradek.broker.apis import (create_topics, delete_topics, init_producer_id, leader_and_isr, metadata,
                                  offset_for_leader_epoch, produce, stop_replica, update_metadata)
-from odradek.broker.producer_state import ProducerIdManager
+from odradek.broker.log.producer_state import ProducerIdManager
 from odradek.protocol.errors import ErrorCode
 
 from broker_fixtures import Broker, batch, call, call_deferred, produce_body

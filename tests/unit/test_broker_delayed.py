@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from odradek.broker.apis import fetch, produce
-from odradek.broker.delayed import DelayedOperation, Purgatory
+from odradek.broker.replication.delayed import DelayedOperation, Purgatory
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.records import iter_records
 
@@ -96,8 +96,8 @@ def test_long_poll_min_bytes(broker):
 def test_long_poll_answers_when_leadership_moves(broker):
     broker.lead("t")
     box = _fired(call_deferred(broker, fetch, 11, fetch_body("t", max_wait_ms=5000)))
-    from odradek.broker.metadata_cache import PartitionState
-    broker.rm.become_leader_or_follower(2, [PartitionState("t", 0, 2, 2, 1, [2, 1], 1, [2, 1])])
+    from odradek.broker.metadata_cache import PartitionMetadata
+    broker.rm.become_leader_or_follower(2, [PartitionMetadata("t", 0, 2, 2, 1, [2, 1], 1, [2, 1])])
     assert box and box[0].responses[0].partition_responses[0].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
 
 

@@ -11,7 +11,7 @@ from odradek.broker.apis import (delete_groups, describe_groups, find_coordinato
 from odradek.broker.apis.group_common import client_host, install
 from odradek.broker.apis.context import RequestContext
 from odradek.broker.group.offsets import GROUP_METADATA_TOPIC, partition_for
-from odradek.broker.group_service import GroupCoordinatorService
+from odradek.broker.group.service import GroupCoordinatorService
 from odradek.protocol.errors import ErrorCode as E
 
 from broker_fixtures import Broker, call, call_deferred
@@ -207,10 +207,10 @@ def test_find_coordinator_answers_the_leader_of_the_group_partition(tmp_path):
 def test_find_coordinator_uses_the_connection_listener(tmp_path):
     b = Broker(tmp_path, offsets_topic_num_partitions=1)
     try:
-        from odradek.broker.metadata_cache import BrokerMetadata, PartitionState
+        from odradek.broker.metadata_cache import BrokerMetadata, PartitionMetadata
         b.cache.update(1, 1, [BrokerMetadata(1, {"PLAINTEXT": ("127.0.0.1", 9091),
                                                  "INTERNAL": ("10.0.0.1", 9191)})],
-                       [PartitionState(GROUP_METADATA_TOPIC, 0, 1, 1, 0, [1], 0, [1])])
+                       [PartitionMetadata(GROUP_METADATA_TOPIC, 0, 1, 1, 0, [1], 0, [1])])
         resp = call(b, find_coordinator, 1, {"key": "g"}, listener="INTERNAL")
         assert (resp.host, resp.port) == ("10.0.0.1", 9191)
     finally:
@@ -515,12 +515,12 @@ def test_replica_manager_hooks_drive_the_coordinator(tmp_path):
         call(b, offset_commit, 2, commit_body("g0", "", -1, {("t", 0): 5}))
         p = b.service.coordinator.partition_for("g0")
         # becoming follower (a newer leader epoch, another leader) resigns the partition
-        from odradek.broker.metadata_cache import PartitionState
-        b.rm.become_leader_or_follower(1, [PartitionState(GROUP_METADATA_TOPIC, p, 1, 2, 1, [2, 1], 0, [1, 2])])
+        from odradek.broker.metadata_cache import PartitionMetadata
+        b.rm.become_leader_or_follower(1, [PartitionMetadata(GROUP_METADATA_TOPIC, p, 1, 2, 1, [2, 1], 0, [1, 2])])
         assert p not in manager.owned_partitions
         assert call(b, offset_fetch, 5, {"group_id": "g0", "topics": None}).error_code == E.NOT_COORDINATOR
         # leader again: re-loaded from the log, the commit is back
-        b.rm.become_leader_or_follower(1, [PartitionState(GROUP_METADATA_TOPIC, p, 1, 1, 2, [1], 0, [1, 2])])
+        b.rm.become_leader_or_follower(1, [PartitionMetadata(GROUP_METADATA_TOPIC, p, 1, 1, 2, [1], 0, [1, 2])])
         b.settle()
         resp = call(b, offset_fetch, 5, {"group_id": "g0", "topics": None})
         assert [q.committed_offset for t in resp.topics for q in t.partitions] == [5]
@@ -557,7 +557,7 @@ def test_produce_refuses_null_keys_on_compacted_topics_and_internal_topics(tmp_p
     from broker_fixtures import batch, produce_body
     b = Broker(tmp_path)
     try:
-        from odradek.broker.config import LogConfig
+        from odradek.broker.config.kafka_config import LogConfig
         b.rm.log_configs["compacted"] = LogConfig.from_broker(b.config, {"cleanup.policy": "compact"})
         b.lead("compacted")
         b.lead("plain")
@@ -577,7 +577,7 @@ def test_produce_refuses_null_keys_on_compacted_topics_and_internal_topics(tmp_p
 
 def test_log_cleaner_service_runs_one_pass_at_a_time(tmp_path):
     from twisted.internet import task
-    from odradek.broker.log_cleaner_service import LogCleanerService
+    from odradek.broker.log.cleaner_service import LogCleanerService
     b = Broker(tmp_path, log_cleaner_backoff_ms=1000)
     try:
         pending: list[defer.Deferred] = []

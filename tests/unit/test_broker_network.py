@@ -7,8 +7,8 @@ import pytest
 from twisted.internet import defer
 from twisted.internet.testing import StringTransport
 
-from odradek.broker.network import KafkaServerFactory
-from odradek.broker.request_handler import RequestHandler
+from odradek.broker.network.socket_server import KafkaServerFactory
+from odradek.broker.network.request_handler import RequestHandler
 from odradek.protocol.apis import api_versions, fetch, metadata, produce
 from odradek.protocol.header import decode_response, encode_request
 

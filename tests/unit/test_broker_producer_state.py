@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from odradek.broker.producer_state import ProducerStateManager
+from odradek.broker.log.producer_state import ProducerStateManager
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.record_batch import parse_header
 

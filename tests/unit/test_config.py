@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from odradek.broker.config import (BROKER_CONFIG, TOPIC_CONFIG_NAMES, ConfigError, KafkaConfig, LogConfig,
+from odradek.broker.config.kafka_config import (BROKER_CONFIG, TOPIC_CONFIG_NAMES, ConfigError, KafkaConfig, LogConfig,
                                    parse_properties)
 
 BASE = {"zookeeper.connect": "localhost:2181"}

@@ -204,7 +204,7 @@ def test_call_later_timer_over_twisted_clock():
 
 
 def test_group_config_from_kafka_config():
-    from odradek.broker.config import KafkaConfig
+    from odradek.broker.config.kafka_config import KafkaConfig
     cfg = KafkaConfig({"broker.id": 0, "zookeeper.connect": "x:2181",
                        "offsets.retention.minutes": 2, "group.max.size": 7})
     group_cfg = GroupConfig.from_kafka_config(cfg)

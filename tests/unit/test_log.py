@@ -6,7 +6,7 @@ import os
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from odradek.broker.config import LogConfig
+from odradek.broker.config.kafka_config import LogConfig
 from odradek.broker.log import CorruptIndexError, Log, OffsetIndex, TimeIndex
 from odradek.protocol import record_batch as rb
 from odradek.protocol.errors import ErrorCode, KafkaError

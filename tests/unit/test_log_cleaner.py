@@ -8,7 +8,7 @@ import time
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from odradek.broker.config import KafkaConfig, LogConfig
+from odradek.broker.config.kafka_config import KafkaConfig, LogConfig
 from odradek.broker.log import Log, LogManager
 from odradek.broker.log.checkpoint import OffsetCheckpointFile
 from odradek.broker.log.cleaner import (CLEANER_OFFSET_CHECKPOINT, CleaningAborted, LogCleaner, OffsetMap,

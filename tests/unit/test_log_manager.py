@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from odradek.broker.config import KafkaConfig, LogConfig
+from odradek.broker.config.kafka_config import KafkaConfig, LogConfig
 from odradek.broker.log import (CheckpointError, LeaderEpochFileCache, LogDirError, LogManager,
                                 OffsetCheckpointFile)
 from odradek.broker.log.checkpoint import read_properties

@@ -197,7 +197,7 @@ def test_clean_shutdown_skips_recovery_of_flushed_segments(tmp_path):
 
 _WRITER = textwrap.dedent("""
     import os, sys
-    from odradek.broker.config import LogConfig
+    from odradek.broker.config.kafka_config import LogConfig
     from odradek.broker.log import Log
     from odradek.protocol.records import BatchBuilder
     log = Log(sys.argv[1], LogConfig({"segment.bytes": "4000"}), had_clean_shutdown=True)

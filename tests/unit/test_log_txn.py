@@ -8,7 +8,7 @@ import pytest
 from crc32c import crc32c
 
 from odradek.broker.apis import fetch, list_offsets, produce, write_txn_markers
-from odradek.broker.config import LogConfig
+from odradek.broker.config.kafka_config import LogConfig
 from odradek.broker.log import Log
 from odradek.broker.log.txn_index import AbortedTxn, TransactionIndex
 from odradek.protocol import record_batch as rb
@@ -281,7 +281,7 @@ def test_transactional_produce_needs_a_transactional_id(broker):
 # ------------------------------------------------------------------ cleaner
 
 def test_cleaner_drops_aborted_records_keeps_markers_and_stops_at_the_lso(tmp_path):
-    from odradek.broker.config import KafkaConfig
+    from odradek.broker.config.kafka_config import KafkaConfig
     from odradek.broker.log.cleaner import LogCleaner
 
     class Manager:

@@ -10,7 +10,7 @@ from twisted.internet import defer, protocol
 from twisted.internet.selectreactor import SelectReactor
 from twisted.protocols.basic import Int32StringReceiver
 
-from odradek.broker.network_client import (BrokerClient, ClientClosedError, DisconnectedError,
+from odradek.broker.network.broker_client import (BrokerClient, ClientClosedError, DisconnectedError,
                                            RequestTimedOutError)
 from odradek.protocol import header
 from odradek.protocol.apis import update_metadata

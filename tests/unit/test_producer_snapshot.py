@@ -6,9 +6,9 @@ import struct
 
 from crc32c import crc32c
 
-from odradek.broker.config import LogConfig
+from odradek.broker.config.kafka_config import LogConfig
 from odradek.broker.log import Log
-from odradek.broker.producer_state import (ProducerEntry, ProducerStateManager, BatchMetadata, decode_snapshot,
+from odradek.broker.log.producer_state import (ProducerEntry, ProducerStateManager, BatchMetadata, decode_snapshot,
                                            encode_snapshot, CorruptSnapshotError)
 from odradek.protocol.records import BatchBuilder
 

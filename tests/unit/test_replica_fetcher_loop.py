@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 from twisted.internet import task
 
-from odradek.broker.replica_fetcher import FetchStatus, PartitionFetchState, ReplicaFetcher
+from odradek.broker.replication.replica_fetcher import FetchStatus, PartitionFetchState, ReplicaFetcher
 
 CONFIG = {"replica.fetch.wait.max.ms": 500, "replica.fetch.min.bytes": 1,
           "replica.fetch.max.bytes": 1 << 20, "replica.fetch.response.max.bytes": 10 << 20,

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from odradek.broker.isr_propagation import IsrChangePropagation
+from odradek.broker.replication.isr_propagation import IsrChangePropagation
 from odradek.broker.log.epoch_cache import LeaderEpochFileCache
-from odradek.broker.metadata_cache import PartitionState
-from odradek.broker.partition import Partition, ReplicaState
-from odradek.broker.replica_fetcher import (complete_batches, fetcher_id, java_string_hash, out_of_range_action,
+from odradek.broker.metadata_cache import PartitionMetadata
+from odradek.broker.replication.partition import Partition, RemoteReplica
+from odradek.broker.replication.replica_fetcher import (complete_batches, fetcher_id, java_string_hash, out_of_range_action,
                                             truncation_offset)
 from odradek.protocol.errors import ErrorCode
 
@@ -85,7 +85,7 @@ def test_fetcher_id_uses_java_hash():
 # ------------------------------------------------------- follower fetch state
 
 def test_update_fetch_state_caught_up_rules():
-    r = ReplicaState()
+    r = RemoteReplica()
     r.update_fetch_state(fetch_offset=5, fetch_time_ms=1000, leader_leo=10)
     assert r.last_caught_up_time_ms < 0             # behind, and never reached a previous LEO
     r.update_fetch_state(fetch_offset=10, fetch_time_ms=2000, leader_leo=12)
@@ -107,7 +107,7 @@ class FakeLog:
 
 def leader(isr=(1, 2, 3), replicas=(1, 2, 3), leo=10, now=0, lag=30000, hw=None):
     p = Partition("t", 0, 1, lag_time_max_ms=lag)
-    p.make_leader(PartitionState("t", 0, 1, 1, 5, list(isr), 3, list(replicas)), FakeLog(leo), hw, now)
+    p.make_leader(PartitionMetadata("t", 0, 1, 1, 5, list(isr), 3, list(replicas)), FakeLog(leo), hw, now)
     return p
 
 
@@ -177,7 +177,7 @@ def test_isr_write_version_mismatch_keeps_isr():
 def test_isr_write_ignored_after_new_epoch():
     p = leader(now=0)
     p.prepare_isr_update([1, 2])
-    p.make_leader(PartitionState("t", 0, 1, 1, 6, [1, 2, 3], 7, [1, 2, 3]), p.log, None, 10)
+    p.make_leader(PartitionMetadata("t", 0, 1, 1, 6, [1, 2, 3], 7, [1, 2, 3]), p.log, None, 10)
     assert not p.complete_isr_update(5, [1, 2], 8)
     assert p.isr == [1, 2, 3] and p.zk_version == 7
 

@@ -8,8 +8,8 @@ import pytest
 from twisted.internet import defer
 
 from odradek.broker.apis import fetch, list_offsets, offset_for_leader_epoch, produce
-from odradek.broker.metadata_cache import PartitionState
-from odradek.broker.replica_fetcher import FetchStatus, ReplicaFetcherManager
+from odradek.broker.metadata_cache import PartitionMetadata
+from odradek.broker.replication.replica_fetcher import FetchStatus, ReplicaFetcherManager
 from odradek.protocol.apis import fetch as fetch_api
 from odradek.protocol.apis import list_offsets as list_offsets_api
 from odradek.protocol.apis import offset_for_leader_epoch as epoch_api
@@ -52,7 +52,7 @@ def advance(brokers, seconds, step=0.05):
 
 
 def state(leader, epoch, isr, replicas=(1, 2), zk_version=0, topic="t"):
-    return PartitionState(topic, 0, 1, leader, epoch, list(isr), zk_version, list(replicas))
+    return PartitionMetadata(topic, 0, 1, leader, epoch, list(isr), zk_version, list(replicas))
 
 
 @pytest.fixture

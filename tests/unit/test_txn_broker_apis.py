@@ -15,7 +15,7 @@ from odradek.broker.apis.txn_common import install
 from odradek.broker.group.offsets import partition_for
 from odradek.broker.txn import TRANSACTION_STATE_TOPIC
 from odradek.broker.txn.metadata import TxnState
-from odradek.broker.txn_service import TransactionCoordinatorService
+from odradek.broker.txn.service import TransactionCoordinatorService
 from odradek.protocol.errors import ErrorCode as E
 from odradek.protocol.record_batch import iter_headers
 
@@ -70,8 +70,8 @@ class TxnBroker(Broker):
                            "t": {0: (1, [1], [1]), 1: (1, [1], [1])},
                            "__consumer_offsets": {p: (1, [1], [1]) for p in range(3)}},
                           leader_epoch=leader_epoch)
-        from odradek.broker.metadata_cache import PartitionState
-        states = [PartitionState(t, p, 1, 1, leader_epoch, [1], 0, [1])
+        from odradek.broker.metadata_cache import PartitionMetadata
+        states = [PartitionMetadata(t, p, 1, 1, leader_epoch, [1], 0, [1])
                   for t, n in ((TRANSACTION_STATE_TOPIC, TXN_PARTITIONS), ("t", 2), ("__consumer_offsets", 3))
                   for p in range(n)]
         top, errors = self.rm.become_leader_or_follower(1, states)

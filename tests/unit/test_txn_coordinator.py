@@ -481,7 +481,7 @@ def test_complete_write_retries_while_the_log_is_unavailable():
 
 
 def test_config_by_kafka_names_and_defaults():
-    from odradek.broker.config import KafkaConfig
+    from odradek.broker.config.kafka_config import KafkaConfig
     cfg = KafkaConfig({"zookeeper.connect": "zk:2181"})
     assert TxnConfig.from_kafka_config(cfg) == TxnConfig()
     assert (cfg["transaction.state.log.replication.factor"], cfg["transaction.state.log.min.isr"],

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from twisted.internet import defer, task
 
-from odradek.broker.metadata_cache import BrokerMetadata, MetadataCache, PartitionState
-from odradek.broker.network_client import DisconnectedError
+from odradek.broker.metadata_cache import BrokerMetadata, MetadataCache, PartitionMetadata
+from odradek.broker.network.broker_client import DisconnectedError
 from odradek.broker.txn import MarkerJob
 from odradek.broker.txn.marker_channel import TxnMarkerChannel
 from odradek.protocol.apis import write_txn_markers as API
@@ -82,7 +82,7 @@ def setup(leaders: dict[tuple[str, int], int], alive=(1, 2)):
 
 
 def set_leaders(cache, leaders, alive=(1, 2)):
-    states = [PartitionState(t, p, 1, leader, 0, [leader], 0, [1, 2]) for (t, p), leader in leaders.items()]
+    states = [PartitionMetadata(t, p, 1, leader, 0, [leader], 0, [1, 2]) for (t, p), leader in leaders.items()]
     cache.update(1, 1, [BrokerMetadata(b, {"PLAINTEXT": ("127.0.0.1", 9090 + b)}) for b in alive], states)
 
 

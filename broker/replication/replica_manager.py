@@ -25,7 +25,7 @@ from twisted.internet import defer, task
 
 from .delayed import (DelayedFetch, DelayedProduce, FetchParams, FetchPartition, ProducePartitionStatus,
                       Purgatory)
-from .metadata_cache import MetadataCache, PartitionState
+from ..metadata_cache import MetadataCache, PartitionMetadata
 from .isr_propagation import CHECK_INTERVAL_MS, IsrChangePropagation
 from .partition import Partition
 
@@ -156,7 +156,7 @@ class ReplicaManager:
 
     # --------------------------------------------------- controller requests
 
-    def become_leader_or_follower(self, controller_epoch: int, states: Iterable[PartitionState],
+    def become_leader_or_follower(self, controller_epoch: int, states: Iterable[PartitionMetadata],
                                   log_configs: dict[str, Any] | None = None
                                   ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
         """Apply a LeaderAndIsr request; returns (top-level error, per-partition errors)."""
@@ -168,8 +168,8 @@ class ReplicaManager:
         if log_configs:
             self.log_configs.update(log_configs)
         errors: dict[TopicPartition, ErrorCode] = {}
-        leaders: list[PartitionState] = []
-        followers: list[PartitionState] = []
+        leaders: list[PartitionMetadata] = []
+        followers: list[PartitionMetadata] = []
         for st in states:
             tp = (st.topic, st.partition)
             current = self.partitions.get(tp)

@@ -13,7 +13,7 @@ import logging
 import re
 from typing import Any, Callable, Mapping, NamedTuple
 
-from .config_types import (  # re-exported: config users import these from here
+from .types import (  # re-exported: config users import these from here
     BOOLEAN, DOUBLE, INT, LIST, LONG, LONG_MAX, REQUIRED, SHORT, STRING, ConfigError, ConfigKey,
     _parse, _table, at_least, between, list_of, non_empty, one_of, parse_properties,
 )

@@ -20,9 +20,9 @@ from twisted.python.failure import Failure
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.header import RequestHeader, decode_request_header, encode_response
 
-from . import apis
-from .apis import api_versions
-from .apis.context import BrokerContext, CloseConnection, RequestContext
+from .. import apis
+from ..apis import api_versions
+from ..apis.context import BrokerContext, CloseConnection, RequestContext
 
 log = logging.getLogger(__name__)
 

@@ -19,10 +19,10 @@ from twisted.internet import defer
 
 from odradek.protocol.errors import ErrorCode
 
-from .coordinator_partitions import CoordinatorPartitions
-from .txn import (TRANSACTION_STATE_TOPIC, CallLaterTimer, Completion, MarkerJob,
+from ..coordinator_partitions import CoordinatorPartitions
+from . import (TRANSACTION_STATE_TOPIC, CallLaterTimer, Completion, MarkerJob,
                   TransactionCoordinator, TxnConfig)
-from .txn.marker_channel import TxnMarkerChannel
+from .marker_channel import TxnMarkerChannel
 
 log = logging.getLogger(__name__)
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from .coordinator_partitions import CoordinatorPartitions
-from .group import AppendResult, CallLaterTimer, Completion, GroupConfig, GroupCoordinator
-from .group.offsets import GROUP_METADATA_TOPIC
+from ..coordinator_partitions import CoordinatorPartitions
+from . import AppendResult, CallLaterTimer, Completion, GroupConfig, GroupCoordinator
+from .offsets import GROUP_METADATA_TOPIC
 
 
 class GroupCoordinatorService(CoordinatorPartitions):

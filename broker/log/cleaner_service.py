@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from twisted.internet import defer, task, threads
 
-from .log.cleaner import LogCleaner
+from .cleaner import LogCleaner
 
 log = logging.getLogger(__name__)
 

@@ -397,7 +397,7 @@ class ReplicaFetcherManager:
         replica_manager.on_stop_following = self.remove_partitions
 
     def _default_client(self, leader: int, host: str, port: int, fid: int) -> Any:
-        from .network_client import BrokerClient
+        from ..network.broker_client import BrokerClient
         return BrokerClient(self.scheduler, host, port, f"broker-{self.broker_id}-fetcher-{fid}",
                             request_timeout_ms=int(self.config["replica.socket.timeout.ms"]),
                             reconnect_backoff_ms=100, reconnect_backoff_max_ms=1000, connect_timeout_s=5.0)

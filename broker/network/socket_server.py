@@ -18,7 +18,7 @@ from twisted.internet import defer, protocol
 from twisted.protocols.basic import Int32StringReceiver
 from twisted.python.failure import Failure
 
-from .apis.context import CloseConnection
+from ..apis.context import CloseConnection
 from .request_handler import RequestHandler
 
 log = logging.getLogger(__name__)

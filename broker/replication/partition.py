@@ -25,8 +25,8 @@ from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.record_batch import peek_offset_and_length
 from odradek.zk.znodes import LeaderIsrAndControllerEpoch
 
-from .metadata_cache import PartitionState
-from .producer_state import ORIGIN_CLIENT
+from ..metadata_cache import PartitionMetadata
+from ..log.producer_state import ORIGIN_CLIENT
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ def epoch_cache_of(log_: Any) -> Any:
 
 
 @dataclass
-class ReplicaState:
+class RemoteReplica:
     """The leader's view of one follower (Kafka's ``Replica``)."""
     leo: int = -1
     last_caught_up_time_ms: int = NEVER_MS
@@ -87,7 +87,7 @@ class Partition:
         self.pending_isr: list[int] | None = None   # ISR being written to ZooKeeper
         self.leader_epoch_start_offset: int | None = None
         self._high_watermark = 0
-        self.remote: dict[int, ReplicaState] = {}
+        self.remote: dict[int, RemoteReplica] = {}
         # told (tp, offset) after a truncation (the log cleaner's checkpoint must follow)
         self.on_truncate: Callable[[tuple[str, int], int], None] | None = None
 
@@ -141,7 +141,7 @@ class Partition:
 
     # ------------------------------------------------------------- role changes
 
-    def _apply_state(self, state: PartitionState) -> None:
+    def _apply_state(self, state: PartitionMetadata) -> None:
         self.controller_epoch = state.controller_epoch
         self.leader_id = state.leader
         self.leader_epoch = state.leader_epoch
@@ -150,7 +150,7 @@ class Partition:
         self.isr = list(state.isr)
         self.pending_isr = None
 
-    def make_leader(self, state: PartitionState, log_: Any, checkpoint_hw: int | None = None,
+    def make_leader(self, state: PartitionMetadata, log_: Any, checkpoint_hw: int | None = None,
                     now_ms: int = 0) -> bool:
         """Become leader at ``state.leader_epoch``; True if this broker was not leader before."""
         was_leader = self.is_leader
@@ -169,7 +169,7 @@ class Partition:
         for r in self.replicas:
             if r == self.broker_id:
                 continue
-            st = ReplicaState(leo=old[r].leo if (was_leader and r in old) else -1)
+            st = RemoteReplica(leo=old[r].leo if (was_leader and r in old) else -1)
             st.reset_last_caught_up_time(leo, now_ms, now_ms if r in self.isr else NEVER_MS)
             if not was_leader:  # remote LEOs are unknown until the followers fetch again
                 st.update_fetch_state(-1, NEVER_MS, -1)
@@ -178,7 +178,7 @@ class Partition:
         self.maybe_increment_high_watermark(now_ms)
         return not was_leader
 
-    def make_follower(self, state: PartitionState, log_: Any, checkpoint_hw: int | None = None) -> bool:
+    def make_follower(self, state: PartitionMetadata, log_: Any, checkpoint_hw: int | None = None) -> bool:
         """Follow ``state.leader``; True if the leader or the leader epoch changed (the
         fetcher must restart, with truncation)."""
         changed = self.leader_id != state.leader or self.log is None or state.leader_epoch > self.leader_epoch
