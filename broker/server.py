@@ -354,6 +354,11 @@ class KafkaServer:
         listener = self.config.inter_broker_listener_name
         for attempt in range(retries):
             cache = self.metadata_cache
+            if cache is not None and cache.alive_broker_ids() <= {self.broker_id}:
+                # Nobody could take a leadership over: asking (and retrying) only delays the
+                # shutdown. Kafka would retry controlled.shutdown.max.retries times here.
+                log.info("controlled shutdown skipped: no other live broker")
+                return
             controller_id = cache.controller_id if cache is not None else None
             remaining: list | None = None
             try:

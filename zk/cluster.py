@@ -163,12 +163,16 @@ class LocalCluster:
         return self
 
     def stop(self, timeout: float = 30.0) -> None:
-        """SIGTERM every broker (SIGKILL after ``timeout``), then stop the ensemble."""
-        for broker in self.brokers.values():
+        """Stop the brokers one at a time, the controller last (SIGTERM, SIGKILL after
+        ``timeout``), then the ensemble.
+
+        One at a time, because a broker's SIGTERM is a controlled shutdown: it asks the
+        controller to move its leaderships away, which succeeds at once while a controller and
+        another live broker exist. Signalled all together, the brokers ask a controller that is
+        itself stopping and wait out ``controlled.shutdown.retry.backoff.ms`` (5 s) per retry."""
+        for broker in self._stop_order():
             if broker.proc is not None and broker.proc.poll() is None:
                 broker.proc.send_signal(signal.SIGTERM)
-        for broker in self.brokers.values():
-            if broker.proc is not None:
                 stop_process(broker.proc, timeout)
         if self._zk is not None:
             try:
@@ -178,6 +182,18 @@ class LocalCluster:
                 self._zk = None
         self.ensemble.stop()
         (self.data_dir / STATE_FILE).unlink(missing_ok=True)
+
+    def _stop_order(self) -> list[BrokerProcess]:
+        """The brokers, the controller (if ZooKeeper still names a live one) last."""
+        controller = None
+        if self._zk is not None:
+            from odradek.zk.znodes import ControllerZNode
+            try:
+                data, _ = self._zk.get(ControllerZNode.path)
+                controller = ControllerZNode.decode(data)
+            except Exception:  # no controller, or ZooKeeper gone: any order will do
+                controller = None
+        return sorted(self.brokers.values(), key=lambda b: b.id == controller)
 
     def kill_broker(self, broker_id: int, sig: int = signal.SIGKILL, timeout: float = 30.0) -> None:
         """Send ``sig`` to a broker and wait for it to exit (SIGKILL after ``timeout``)."""
@@ -445,7 +461,8 @@ def _down(data_dir: Path) -> int:
     zookeepers = [p for p in procs if p[0] == "zookeeper"]
     if brokers:
         print(f"Stopping {len(brokers)} broker(s) ...", flush=True)
-        stop_recorded(brokers)
+        for broker in brokers:  # one at a time: each controlled shutdown then succeeds at once
+            stop_recorded([broker])
     if zookeepers:
         print(f"Stopping {len(zookeepers)} ZooKeeper node(s) ...", flush=True)
         stop_recorded(zookeepers)
