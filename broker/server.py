@@ -28,8 +28,6 @@ from twisted.internet import defer, task, threads
 from odradek.zk.znodes import BrokerInfo, Endpoint
 
 from .apis.context import BrokerContext
-from .apis.group_common import install as install_group_coordinator
-from .apis.txn_common import install as install_txn_coordinator
 from .config.kafka_config import ConfigError, KafkaConfig, LogConfig
 from .group.service import GroupCoordinatorService
 from .log.cleaner_service import LogCleanerService
@@ -144,11 +142,10 @@ class KafkaServer:
         self.ctx = BrokerContext(
             config=cfg, broker_id=self.broker_id, metadata_cache=self.metadata_cache,
             replica_manager=self.replica_manager, log_manager=self.log_manager, scheduler=self.reactor,
-            run_in_thread=self._in_thread, zk=self.zk, admin=self.admin, producer_ids=producer_ids)
+            run_in_thread=self._in_thread, zk=self.zk, admin=self.admin, producer_ids=producer_ids,
+            group_coordinator=self.group_service.coordinator, group_service=self.group_service,
+            txn_coordinator=self.txn_service.coordinator)
         self.ctx.topic_configs.update(self._initial_topic_configs)
-        install_group_coordinator(self.ctx, self.group_service.coordinator)
-        install_txn_coordinator(self.ctx, self.txn_service.coordinator)
-        self.ctx.extra["group_service"] = self.group_service   # WriteTxnMarkers tells it about offset markers
         self._bind_listeners(RequestHandler(self.ctx))
         await self._register()
         self.zk.on_new_session(self._on_new_session)

@@ -13,7 +13,7 @@ response, e.g. acks=0) and ``error_response(request, version, code) -> dict``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from kazoo.exceptions import ConnectionLoss, SessionExpiredError
 from twisted.internet import defer
@@ -21,6 +21,19 @@ from twisted.internet import defer
 from odradek.protocol.errors import ErrorCode, KafkaError
 
 from ..metadata_cache import MetadataCache
+
+if TYPE_CHECKING:  # the parts are built by KafkaServer; handlers only use them
+    from odradek.zk.admin import AdminZkClient
+    from odradek.zk.session import KafkaZkClient
+
+    from ..config.kafka_config import KafkaConfig
+    from ..controller.controller import KafkaController
+    from ..group import GroupCoordinator
+    from ..group.service import GroupCoordinatorService
+    from ..log.manager import LogManager
+    from ..log.producer_state import ProducerIdManager
+    from ..replication.replica_manager import ReplicaManager
+    from ..txn import TransactionCoordinator
 
 
 @dataclass
@@ -36,26 +49,29 @@ class RequestContext:
 
 @dataclass
 class BrokerContext:
-    config: Any
+    """The broker's parts a handler may use. Built once by ``KafkaServer.startup``; parts that
+    start later (the controller) or not at all in a handler test are None until set."""
+    config: KafkaConfig
     broker_id: int
     metadata_cache: MetadataCache
-    replica_manager: Any
-    log_manager: Any
-    scheduler: Any                                   # reactor or task.Clock
-    run_in_thread: Callable[..., defer.Deferred]     # deferToThread-like
-    zk: Any = None                                   # KafkaZkClient
-    admin: Any = None                                # AdminZkClient
-    controller: Any = None                           # KafkaController
-    producer_ids: Any = None                         # ProducerIdManager
+    replica_manager: ReplicaManager
+    log_manager: LogManager
+    scheduler: Any                                   # IReactorTime: the reactor, or task.Clock in tests
+    run_in_thread: Callable[..., defer.Deferred]     # deferToThread-like: every blocking (ZooKeeper) call
+    zk: KafkaZkClient | None = None
+    admin: AdminZkClient | None = None
+    controller: KafkaController | None = None
+    producer_ids: ProducerIdManager | None = None
+    group_coordinator: GroupCoordinator | None = None
+    group_service: GroupCoordinatorService | None = None   # WriteTxnMarkers tells it of offset markers
+    txn_coordinator: TransactionCoordinator | None = None
     broker_epoch: int = -1
     topic_configs: dict[str, dict[str, str]] = field(default_factory=dict)
     pending_auto_creates: set[str] = field(default_factory=set)
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def is_controller(self) -> bool:
-        c = self.controller
-        return bool(c is not None and getattr(c, "is_active", False))
+        return self.controller is not None and self.controller.is_active
 
 
 def wait_for_metadata(ctx: BrokerContext, condition: Callable[[], bool], timeout_ms: int) -> defer.Deferred:

@@ -35,8 +35,7 @@ def handle(ctx: BrokerContext, rc: RequestContext, req):
 
 
 def _queued_for_deletion(ctx: BrokerContext, topic: str) -> bool:
-    check = getattr(ctx.controller, "is_topic_queued_for_deletion", None)
-    return bool(check(topic)) if check is not None else False
+    return ctx.controller is not None and ctx.controller.is_topic_queued_for_deletion(topic)
 
 
 async def _handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:

@@ -9,7 +9,7 @@ handler module (it is not listed in the registry).
 """
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from twisted.internet import defer
 
@@ -19,17 +19,10 @@ from .context import BrokerContext, RequestContext
 
 T = TypeVar("T")
 
-COORDINATOR_KEY = "group_coordinator"
-
-
 def coordinator(ctx: BrokerContext) -> GroupCoordinator | None:
     """The broker's running GroupCoordinator, or None (not started / shut down)."""
-    coord = ctx.extra.get(COORDINATOR_KEY)
+    coord = ctx.group_coordinator
     return coord if coord is not None and coord.active else None
-
-
-def install(ctx: BrokerContext, coord: Any) -> None:
-    ctx.extra[COORDINATOR_KEY] = coord
 
 
 def to_deferred(completion: Completion[T]) -> defer.Deferred:

@@ -74,10 +74,8 @@ async def _handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:
         log.info("ignoring LeaderAndIsr with stale broker epoch %d (ours %d)", req.broker_epoch, ctx.broker_epoch)
         return _response(version, ErrorCode.STALE_BROKER_EPOCH, states, {})
     configs = await load_log_configs(ctx, {s.topic for s, _ in states})
-    endpoints = getattr(ctx.replica_manager, "leader_endpoints", None)
-    if endpoints is not None:  # where the replica fetchers find the leaders
-        for leader in req.live_leaders:
-            endpoints[leader.broker_id] = (leader.host_name, leader.port)
+    for leader in req.live_leaders:  # where the replica fetchers find the leaders
+        ctx.replica_manager.leader_endpoints[leader.broker_id] = (leader.host_name, leader.port)
     top, errors = ctx.replica_manager.become_leader_or_follower(req.controller_epoch, [s for s, _ in states],
                                                                  configs)
     return _response(version, top, states, errors)

@@ -7,7 +7,7 @@ COORDINATOR_NOT_AVAILABLE). Not a handler module (it is not listed in the regist
 """
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from twisted.internet import defer
 
@@ -18,17 +18,10 @@ from .context import BrokerContext
 
 T = TypeVar("T")
 
-COORDINATOR_KEY = "txn_coordinator"
-
-
 def coordinator(ctx: BrokerContext) -> TransactionCoordinator | None:
     """The broker's running TransactionCoordinator, or None (not started / shut down)."""
-    coord = ctx.extra.get(COORDINATOR_KEY)
+    coord = ctx.txn_coordinator
     return coord if coord is not None and coord.active else None
-
-
-def install(ctx: BrokerContext, coord: Any) -> None:
-    ctx.extra[COORDINATOR_KEY] = coord
 
 
 def to_deferred(completion: Completion[T]) -> defer.Deferred:

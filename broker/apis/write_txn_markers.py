@@ -11,7 +11,6 @@ on a ``__consumer_offsets`` partition the group coordinator is told
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from twisted.internet import defer
 
@@ -26,10 +25,6 @@ MIN_VERSION = 0
 MAX_VERSION = 1
 
 GROUP_METADATA_TOPIC = "__consumer_offsets"
-
-
-def _group_service(ctx: BrokerContext) -> Any:
-    return getattr(ctx, "group_service", None) or ctx.extra.get("group_service")
 
 
 def handle(ctx: BrokerContext, rc: RequestContext, req):
@@ -74,11 +69,9 @@ def _done(ctx: BrokerContext, marker, results: dict[tuple[str, int], dict], slot
         if tp in slots:
             slots[tp]["error_code"] = code
         if code == 0 and tp[0] == GROUP_METADATA_TOPIC:
-            service = _group_service(ctx)
-            hook = getattr(service, "on_txn_marker_written", None)
-            if hook is not None:
+            if ctx.group_service is not None:
                 try:
-                    hook(tp[1], marker.producer_id, committed)
+                    ctx.group_service.on_txn_marker_written(tp[1], marker.producer_id, committed)
                 except Exception:
                     log.exception("completing transactional offsets of producer %d on %s-%d failed",
                                   marker.producer_id, *tp)

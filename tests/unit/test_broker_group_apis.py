@@ -8,7 +8,7 @@ from twisted.internet import defer
 
 from odradek.broker.apis import (delete_groups, describe_groups, find_coordinator, heartbeat, join_group,
                                  leave_group, list_groups, offset_commit, offset_fetch, sync_group)
-from odradek.broker.apis.group_common import client_host, install
+from odradek.broker.apis.group_common import client_host
 from odradek.broker.apis.context import RequestContext
 from odradek.broker.group.offsets import GROUP_METADATA_TOPIC, partition_for
 from odradek.broker.group.service import GroupCoordinatorService
@@ -37,7 +37,7 @@ class GroupBroker(Broker):
                      **overrides}
         super().__init__(tmp_path, **overrides)
         self.service = GroupCoordinatorService(self.config, self.rm, self.clock)
-        install(self.ctx, self.service.coordinator)
+        self.ctx.group_coordinator = self.service.coordinator
         self.service.startup()
 
     def lead_offsets(self, leader_epoch: int = 0) -> None:
@@ -451,7 +451,7 @@ def test_new_service_loads_what_an_old_one_wrote(tmp_path):
         # a restarted coordinator (same logs): loads on election
         b.service.shutdown()
         b.service = GroupCoordinatorService(b.config, b.rm, b.clock)
-        install(b.ctx, b.service.coordinator)
+        b.ctx.group_coordinator = b.service.coordinator
         b.service.startup()   # elects the offsets partitions this broker already leads
         b.settle()
         resp = call(b, offset_fetch, 5, {"group_id": "g0", "topics": None})

@@ -361,7 +361,7 @@ def test_txn_tombstone_and_unknown_control_batch_on_load():
 def broker(tmp_path):
     b = GroupBroker(tmp_path)
     b.lead_offsets()
-    b.ctx.extra["group_service"] = b.service   # the server's wiring for WriteTxnMarkers
+    b.ctx.group_service = b.service   # the server's wiring for WriteTxnMarkers
     yield b
     b.close()
 

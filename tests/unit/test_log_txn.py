@@ -341,7 +341,7 @@ def test_markers_on_consumer_offsets_tell_the_group_coordinator(broker):
         def on_txn_marker_written(self, partition_index, producer_id, committed):
             calls.append((partition_index, producer_id, committed))
 
-    broker.ctx.extra["group_service"] = GroupService()
+    broker.ctx.group_service = GroupService()  # type: ignore[assignment]
     broker.lead("__consumer_offsets", partitions=2)
     got = []
     broker.rm.append_records(1000, -1, {("__consumer_offsets", 1): txn_batch(1, pid=11, seq=-1)}, got.append,

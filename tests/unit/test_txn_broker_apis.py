@@ -11,7 +11,6 @@ from twisted.internet import defer
 from odradek.broker.apis import (add_offsets_to_txn, add_partitions_to_txn, end_txn, find_coordinator,
                                  init_producer_id, write_txn_markers)
 from odradek.broker.apis.context import RequestContext
-from odradek.broker.apis.txn_common import install
 from odradek.broker.group.offsets import partition_for
 from odradek.broker.txn import TRANSACTION_STATE_TOPIC
 from odradek.broker.txn.metadata import TxnState
@@ -61,7 +60,7 @@ class TxnBroker(Broker):
     def new_service(self) -> TransactionCoordinatorService:
         service = TransactionCoordinatorService(self.config, self.rm, self.cache, self.clock, FakePids(), 1,
                                                 client_factory=LoopbackClient)
-        install(self.ctx, service.coordinator)
+        self.ctx.txn_coordinator = service.coordinator
         service.startup()
         return service
 
