@@ -153,10 +153,6 @@ class FutureRecordMetadata:
             self._fire()
         return self
 
-    def add_both(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> "FutureRecordMetadata":
-        self.add_callback(fn, *args, **kwargs)
-        return self.add_errback(fn, *args, **kwargs)
-
     def _fire(self) -> None:
         err = self._result.error
         if err is None:

@@ -14,16 +14,14 @@ A connection is used by one thread at a time (its owner's).
 """
 from __future__ import annotations
 
-import collections
 import select
 import socket
-import struct
 import time
 from types import ModuleType
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
-from odradek.protocol import header as _header
 from odradek.protocol.apis import api_versions as _api_versions
+from odradek.protocol.connection import ClientConnection
 from odradek.protocol.errors import ErrorCode, KafkaError
 
 SOFTWARE_NAME = "odradek"
@@ -35,7 +33,6 @@ VERSION_CAPS: dict[int, int] = {0: 8, 1: 11}
 # Our floor per API key: magic-2 record batches need Produce >= 3 and Fetch >= 4.
 VERSION_FLOORS: dict[int, int] = {0: 3, 1: 4}
 
-_SIZE = struct.Struct(">i")
 _CHUNK = 262144
 
 Callback = Callable[[Any, "KafkaError | None"], None]
@@ -81,21 +78,21 @@ class BrokerConnection:
         self.connect_timeout = connect_timeout_ms / 1000.0
         self._sndbuf, self._rcvbuf = send_buffer_bytes, receive_buffer_bytes
         self._sock: socket.socket | None = None
-        self._next_cid = 0
-        self.in_flight: collections.deque[InFlightRequest] = collections.deque()
+        self._conn: ClientConnection[InFlightRequest] = ClientConnection(client_id)
         self.api_versions: dict[int, tuple[int, int]] = {}
         self.api_versions_version: int | None = None
         self._closed_error: KafkaError | None = None
-        # frame reader state
         self._chunk = bytearray(_CHUNK)
-        self._head = bytearray()
-        self._body: bytearray | None = None
-        self._body_pos = 0
 
     def __repr__(self) -> str:
         return f"<BrokerConnection node={self.node_id} {self.host}:{self.port}>"
 
     # -- lifecycle ------------------------------------------------------------
+
+    @property
+    def in_flight(self) -> Sequence[Any]:
+        """The requests awaiting a response, oldest first."""
+        return self._conn.in_flight
 
     @property
     def connected(self) -> bool:
@@ -147,8 +144,7 @@ class BrokerConnection:
         sock.settimeout(self.request_timeout)
         self._sock = sock
         self._closed_error = None
-        self._head = bytearray()
-        self._body = None
+        self._conn = ClientConnection(self.client_id, first_correlation_id=self._conn.next_correlation_id())
 
     def _drop_socket(self) -> None:
         if self._sock is not None:
@@ -157,21 +153,33 @@ class BrokerConnection:
             except OSError:
                 pass
         self._sock = None
-        self.in_flight.clear()
+        self._conn.fail_all()
 
     def _api_versions_request(self, version: int) -> Any:
+        """One ApiVersions round trip, blocking (before anything else is pipelined)."""
         body = {"client_software_name": SOFTWARE_NAME, "client_software_version": SOFTWARE_VERSION}
-        cid = self._correlation_id()
-        frame = _header.encode_request(_api_versions, version, cid, self.client_id, body)
-        self._send_frame(frame)
-        reply = self._read_frame_blocking(time.monotonic() + self.request_timeout)
-        got_cid = _SIZE.unpack_from(reply, 0)[0]
-        if got_cid != cid:
-            raise ConnectionLost(f"correlation id mismatch {got_cid} != {cid}")
-        # An unsupported version is answered in v0 format: peek the error code first.
-        error = struct.unpack_from(">h", reply, 4)[0] if len(reply) >= 6 else 0
-        decode_version = 0 if error == ErrorCode.UNSUPPORTED_VERSION else version
-        return _header.decode_response(_api_versions, decode_version, bytes(reply))[1]
+        req = self.send(_api_versions, body, version=version)
+        sock = self._sock
+        assert sock is not None
+        deadline = time.monotonic() + self.request_timeout
+        while not req.done:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise ConnectionLost("timed out waiting for a response")
+            sock.settimeout(remaining)
+            try:
+                chunk = sock.recv(4096)
+            except OSError as exc:
+                raise ConnectionLost(f"read failed: {exc}") from None
+            finally:
+                sock.settimeout(self.request_timeout)
+            if not chunk:
+                raise ConnectionLost(f"{self.host}:{self.port} closed the connection")
+            for pending, resp in self._conn.receive_data(chunk):
+                pending.token.complete(resp, None)
+            if self._conn.violation is not None:
+                raise ConnectionLost(self._conn.violation)
+        return req.response
 
     def close(self, error: KafkaError | None = None) -> list[InFlightRequest]:
         """Close the socket; fail and return the requests still in flight."""
@@ -182,8 +190,7 @@ class BrokerConnection:
                 self._sock.close()
             except OSError:
                 pass
-        failed = list(self.in_flight)
-        self.in_flight.clear()
+        failed = [p.token for p in self._conn.fail_all()]
         for req in failed:
             req.complete(None, err)
         return failed
@@ -212,40 +219,29 @@ class BrokerConnection:
 
     # -- sending --------------------------------------------------------------
 
-    def _correlation_id(self) -> int:
-        cid = self._next_cid
-        self._next_cid = (cid + 1) & 0x7FFFFFFF
-        return cid
-
-    def _send_frame(self, frame: bytes) -> None:
-        if self._sock is None or self._closed_error is not None:
-            raise self._closed_error or ConnectionLost("not connected")
-        try:
-            if len(frame) < 65536:
-                self._sock.sendall(_SIZE.pack(len(frame)) + frame)
-            else:  # avoid copying a large produce request
-                self._sock.sendall(_SIZE.pack(len(frame)))
-                self._sock.sendall(frame)
-        except OSError as exc:
-            err = ConnectionLost(f"send to {self.host}:{self.port} failed: {exc}")
-            self.close(err)
-            raise err from None
-
     def send(self, api: ModuleType, body: Mapping[str, Any], *, version: int | None = None,
              callback: Callback | None = None, expect_response: bool = True) -> InFlightRequest:
         """Send a request (pipelined); ``callback(response, error)`` runs when it completes.
 
         With ``expect_response=False`` (Produce acks=0) the request completes at once.
         """
+        if self._sock is None or self._closed_error is not None:
+            raise self._closed_error or ConnectionLost("not connected")
         if version is None:
             version = self.version_for(api)
-        cid = self._correlation_id()
-        frame = _header.encode_request(api, version, cid, self.client_id, body)
-        req = InFlightRequest(cid, api, version, callback)
-        self._send_frame(frame)
-        if expect_response:
-            self.in_flight.append(req)
-        else:
+        req = InFlightRequest(-1, api, version, callback)
+        pending, parts = self._conn.send_request(api, version, body, req, expect_response)
+        req.correlation_id = pending.correlation_id
+        try:
+            for part in parts:
+                self._sock.sendall(part)
+        except OSError as exc:
+            if expect_response:  # it never left: the caller gets the exception, not the callback
+                self._conn.in_flight.pop()
+            err = ConnectionLost(f"send to {self.host}:{self.port} failed: {exc}")
+            self.close(err)
+            raise err from None
+        if not expect_response:
             req.complete(None, None)
         return req
 
@@ -274,111 +270,37 @@ class BrokerConnection:
 
     def read_responses(self) -> list[InFlightRequest]:
         """Read what the socket has (call when it is readable); complete finished requests."""
-        done: list[InFlightRequest] = []
         sock = self._sock
         if sock is None or self._closed_error is not None:
-            return done
+            return []
+        conn = self._conn
         try:
-            if self._body is not None and len(self._body) - self._body_pos > _CHUNK:
-                # a large frame: read straight into it
-                n = sock.recv_into(memoryview(self._body)[self._body_pos:])
-                if n == 0:
-                    raise ConnectionLost(f"{self.host}:{self.port} closed the connection")
-                self._body_pos += n
-                if self._body_pos == len(self._body):
-                    self._frame_done(self._body, done)
-                return done
-            n = sock.recv_into(self._chunk)
+            space = conn.reader.body_space()
+            if space is not None and len(space) > _CHUNK:
+                n = sock.recv_into(space)  # a large frame: read straight into it
+                completed = conn.receive_body(n) if n else None
+            else:
+                n = sock.recv_into(self._chunk)
+                completed = conn.receive_data(memoryview(self._chunk)[:n]) if n else None
         except (BlockingIOError, InterruptedError, socket.timeout):
-            return done
-        except ConnectionLost as exc:
-            self.close(exc)
-            return done
+            return []
         except OSError as exc:
             self.close(ConnectionLost(f"read from {self.host}:{self.port} failed: {exc}"))
-            return done
-        if n == 0:
+            return []
+        if completed is None:
             self.close(ConnectionLost(f"{self.host}:{self.port} closed the connection"))
-            return done
-        self._feed(memoryview(self._chunk)[:n], done)
+            return []
+        done = []
+        for pending, resp in completed:
+            pending.token.complete(resp, None)
+            done.append(pending.token)
+        if conn.violation is not None:
+            self.close(ConnectionLost(conn.violation))
         return done
-
-    def _feed(self, data: memoryview, done: list[InFlightRequest]) -> None:
-        pos, end = 0, len(data)
-        while pos < end:
-            if self._body is None:
-                need = 4 - len(self._head)
-                self._head += data[pos:pos + need]
-                pos += min(need, end - pos)
-                if len(self._head) == 4:
-                    size = _SIZE.unpack(self._head)[0]
-                    self._head = bytearray()
-                    if size < 4:
-                        self.close(ConnectionLost(f"bad frame size {size}"))
-                        return
-                    self._body = bytearray(size)
-                    self._body_pos = 0
-            else:
-                take = min(len(self._body) - self._body_pos, end - pos)
-                self._body[self._body_pos:self._body_pos + take] = data[pos:pos + take]
-                self._body_pos += take
-                pos += take
-                if self._body_pos == len(self._body):
-                    self._frame_done(self._body, done)
-                    if self._closed_error is not None:
-                        return
-
-    def _frame_done(self, frame: bytearray, done: list[InFlightRequest]) -> None:
-        self._body = None
-        self._body_pos = 0
-        if not self.in_flight:
-            self.close(ConnectionLost("response without a request"))
-            return
-        req = self.in_flight.popleft()
-        try:
-            cid, resp = _header.decode_response(req.api, req.version, bytes(frame))
-        except KafkaError as exc:
-            self.in_flight.appendleft(req)
-            self.close(ConnectionLost(f"undecodable {req.api.NAME} response: {exc}"))
-            return
-        if cid != req.correlation_id:
-            self.in_flight.appendleft(req)
-            self.close(ConnectionLost(f"correlation id mismatch {cid} != {req.correlation_id}"))
-            return
-        req.complete(resp, None)
-        done.append(req)
-
-    def _read_frame_blocking(self, deadline: float) -> bytearray:
-        """One whole frame, blocking (used before any request is pipelined)."""
-        sock = self._sock
-        assert sock is not None
-        buf = bytearray()
-        need = 4
-        size = None
-        while True:
-            while len(buf) < need:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise ConnectionLost("timed out waiting for a response")
-                sock.settimeout(remaining)
-                try:
-                    chunk = sock.recv(max(need - len(buf), 4096) if size is None else need - len(buf))
-                except OSError as exc:
-                    raise ConnectionLost(f"read failed: {exc}") from None
-                finally:
-                    sock.settimeout(self.request_timeout)
-                if not chunk:
-                    raise ConnectionLost(f"{self.host}:{self.port} closed the connection")
-                buf += chunk
-            if size is None:
-                size = _SIZE.unpack_from(buf, 0)[0]
-                need = 4 + size
-                continue
-            return buf[4:need]
 
     def expired(self, now: float | None = None) -> bool:
         """Whether the oldest in-flight request has waited longer than request.timeout.ms."""
-        if not self.in_flight:
+        if not self._conn.in_flight:
             return False
         now = time.monotonic() if now is None else now
-        return now - self.in_flight[0].sent_at > self.request_timeout
+        return now - self._conn.in_flight[0].token.sent_at > self.request_timeout

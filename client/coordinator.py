@@ -218,9 +218,6 @@ class ConsumerCoordinator:
             return Generation(-1, self.generation.member_id, None)
         return NO_GENERATION
 
-    def need_rejoin(self) -> bool:
-        return self.rejoin_needed or self.state != MemberState.STABLE
-
     def stable(self) -> bool:
         return self.state == MemberState.STABLE and not self.rejoin_needed
 
@@ -617,12 +614,6 @@ class ConsumerCoordinator:
                 log.info("group %s: LeaveGroup failed: %s", self.group_id, exc)
         self.reset_generation()
         self._prepared = False
-
-    def take_poll_timeout_left(self) -> bool:
-        """True once after the heartbeat thread left the group for a late poll."""
-        with self._lock:
-            left, self._poll_timeout_left = self._poll_timeout_left, False
-            return left
 
     def close(self) -> None:
         with self._lock:

@@ -484,7 +484,3 @@ class LogConfig(_TypedValues):
     @property
     def log_append_time(self) -> bool:
         return self._values["message.timestamp.type"] == "LogAppendTime"
-
-    @property
-    def max_index_entries(self) -> int:
-        return self._values["segment.index.bytes"] // 8

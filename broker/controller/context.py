@@ -75,10 +75,6 @@ class ControllerContext:
     def replicas_for_partitions(self, partitions: Iterable[TopicPartition]) -> list[PartitionReplica]:
         return [(tp, b) for tp in partitions for b in self.replicas(tp)]
 
-    def partitions_led_by(self, broker_ids: Iterable[int]) -> list[TopicPartition]:
-        ids = set(broker_ids)
-        return [tp for tp, s in self.leadership.items() if s.leader in ids]
-
     def offline_replicas(self, tp: TopicPartition) -> list[int]:
         live = self.live_or_shutting_down_broker_ids()
         return [b for b in self.replicas(tp) if b not in live]

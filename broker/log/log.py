@@ -394,9 +394,6 @@ class Log(TransactionalLog):
                     return found
         return None
 
-    def earliest_offset(self) -> int:
-        return self.log_start_offset
-
     def latest_offset(self) -> int:
         return self.log_end_offset
 

@@ -199,10 +199,6 @@ class LogManager:
         logger.info("created log for %s-%d in %s", tp[0], tp[1], d)
         return log
 
-    def update_topic_config(self, topic: str, log_config: LogConfig) -> None:
-        for log in self.logs_for_topic(topic):
-            log.update_config(log_config)
-
     def delete_log(self, tp: TopicPartition) -> bool:
         """Remove the log: rename its dir to ``<topic>-<p>.<uuid>-delete`` then delete it."""
         tp = (tp[0], int(tp[1]))
@@ -231,10 +227,6 @@ class LogManager:
             total += log.delete_old_segments()
             log.remove_expired_producers()
         return total
-
-    def flush_logs(self) -> None:
-        for log in self._logs.values():
-            log.flush()
 
     # ---------------------------------------------------------------- checkpoints
     def _logs_in(self, d: str) -> dict[TopicPartition, Log]:

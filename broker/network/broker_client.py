@@ -1,12 +1,13 @@
-"""BrokerClient: one Twisted connection for broker-to-broker requests (controller, fetcher).
+"""BrokerClient: one Twisted connection for broker-to-broker requests (controller, fetcher),
+a thin shell around the sans-IO ``protocol/connection.py:ClientConnection``.
 
-Invariant: requests leave in ``send()`` order, each with a fresh correlation id,
-framed with a 4-byte big-endian size; responses are matched to the oldest
-in-flight request and must carry its correlation id (anything else drops the
-connection). Every Deferred returned by ``send()`` fires exactly once: with the
-decoded response, or with ``DisconnectedError`` (connection lost while in flight),
-``RequestTimedOutError`` or ``ClientClosedError``. Unsent requests wait in a queue
-while the client (re)connects with exponential backoff. Reactor thread only.
+Invariant: requests leave in ``send()`` order, each with a fresh correlation id;
+responses are matched to the oldest in-flight request and must carry its correlation
+id (anything else drops the connection). Every Deferred returned by ``send()`` fires
+exactly once: with the decoded response, or with ``DisconnectedError`` (connection
+lost while in flight), ``RequestTimedOutError`` or ``ClientClosedError``. Unsent
+requests wait in a queue while the client (re)connects with exponential backoff.
+Reactor thread only.
 """
 from __future__ import annotations
 
@@ -17,9 +18,9 @@ from types import ModuleType
 from typing import Any, Mapping
 
 from twisted.internet import defer, protocol
-from twisted.protocols.basic import Int32StringReceiver
+from twisted.python.failure import Failure
 
-from odradek.protocol import header
+from odradek.protocol.connection import ClientConnection
 
 log = logging.getLogger(__name__)
 
@@ -41,32 +42,27 @@ class ClientClosedError(BrokerClientError):
 
 
 @dataclass(eq=False)
-class _Pending:
+class _Request:
     api: ModuleType
     version: int
-    correlation_id: int
-    frame: bytes
+    body: Mapping[str, Any]
     deferred: defer.Deferred
     timer: Any = None
 
 
-class _Protocol(Int32StringReceiver):
-    MAX_LENGTH = 1 << 30
-
+class _Protocol(protocol.Protocol):
     def __init__(self, owner: "BrokerClient"):
         self.owner = owner
+        self.conn: ClientConnection[_Request] = ClientConnection(owner.client_id,
+                                                                 first_correlation_id=owner._next_id)
 
     def connectionMade(self) -> None:
         self.owner._connected(self)
 
-    def stringReceived(self, frame: bytes) -> None:
-        self.owner._frame_received(self, frame)
+    def dataReceived(self, data: bytes) -> None:
+        self.owner._data_received(self, data)
 
-    def lengthLimitExceeded(self, length: int) -> None:
-        log.warning("response of %d bytes exceeds the limit", length)
-        self.transport.loseConnection()
-
-    def connectionLost(self, reason=protocol.connectionDone) -> None:
+    def connectionLost(self, reason: Failure = protocol.connectionDone) -> None:
         self.owner._disconnected(self, reason)
 
 
@@ -74,17 +70,17 @@ class _Factory(protocol.ClientFactory):
     def __init__(self, owner: "BrokerClient"):
         self.owner = owner
 
-    def buildProtocol(self, addr):
+    def buildProtocol(self, addr: Any) -> _Protocol:
         return _Protocol(self.owner)
 
-    def clientConnectionFailed(self, connector, reason) -> None:
+    def clientConnectionFailed(self, connector: Any, reason: Failure) -> None:
         self.owner._connect_failed(reason)
 
 
 class BrokerClient:
     """A reconnecting request/response client to one broker."""
 
-    def __init__(self, reactor, host: str, port: int, client_id: str | None,
+    def __init__(self, reactor: Any, host: str, port: int, client_id: str | None,
                  request_timeout_ms: int = 30000, reconnect_backoff_ms: int = 50,
                  reconnect_backoff_max_ms: int = 1000, connect_timeout_s: float = 10.0):
         self.reactor = reactor
@@ -97,11 +93,10 @@ class BrokerClient:
         self._connect_timeout = connect_timeout_s
         self._proto: _Protocol | None = None
         self._connecting = False
-        self._reconnect_call = None
+        self._reconnect_call: Any = None
         self._closed = False
-        self._next_id = 0
-        self._unsent: deque[_Pending] = deque()
-        self._inflight: deque[_Pending] = deque()
+        self._next_id = 0   # correlation ids keep counting across reconnects
+        self._unsent: deque[_Request] = deque()
 
     # ------------------------------------------------------------ public
 
@@ -113,13 +108,10 @@ class BrokerClient:
         """Send ``body`` as ``api`` at ``version``; Deferred[Struct] of the response body."""
         if self._closed:
             return defer.fail(ClientClosedError(f"client to {self.host}:{self.port} is closed"))
-        cid = self._next_id
-        self._next_id = (self._next_id + 1) & 0x7FFFFFFF
-        frame = header.encode_request(api, version, cid, self.client_id, body)
-        d = defer.Deferred()
-        p = _Pending(api, version, cid, frame, d)
-        p.timer = self.reactor.callLater(self.request_timeout, self._timed_out, p)
-        self._unsent.append(p)
+        d: defer.Deferred = defer.Deferred()
+        r = _Request(api, version, body, d)
+        r.timer = self.reactor.callLater(self.request_timeout, self._timed_out, r)
+        self._unsent.append(r)
         self._flush()
         return d
 
@@ -131,21 +123,31 @@ class BrokerClient:
         if self._reconnect_call is not None and self._reconnect_call.active():
             self._reconnect_call.cancel()
         self._reconnect_call = None
-        self._fail_all(ClientClosedError("client closed"), include_unsent=True)
-        if self._proto is not None and self._proto.transport is not None:
-            self._proto.transport.loseConnection()
-        self._proto = None
+        exc = ClientClosedError("client closed")
+        proto, self._proto = self._proto, None
+        if proto is not None:
+            self._fail([p.token for p in proto.conn.fail_all()], exc)
+            if proto.transport is not None:
+                proto.transport.loseConnection()
+        self._fail(list(self._unsent), exc)
+        self._unsent.clear()
 
     # ------------------------------------------------------------ internals
 
     def _flush(self) -> None:
-        if self._proto is None:
+        proto = self._proto
+        if proto is None:
             self._ensure_connecting()
             return
         while self._unsent:
-            p = self._unsent.popleft()
-            self._inflight.append(p)
-            self._proto.sendString(p.frame)
+            r = self._unsent.popleft()
+            try:
+                pending, parts = proto.conn.send_request(r.api, r.version, r.body, r)
+            except Exception as exc:  # a body our codec cannot encode fails only its request
+                self._settle(r, exc)
+                continue
+            self._next_id = (pending.correlation_id + 1) & 0x7FFFFFFF
+            proto.transport.writeSequence(parts)
 
     def _ensure_connecting(self) -> None:
         if self._closed or self._connecting or self._proto is not None:
@@ -176,71 +178,54 @@ class BrokerClient:
         self._backoff = self._backoff_min
         self._flush()
 
-    def _connect_failed(self, reason) -> None:
+    def _connect_failed(self, reason: Failure) -> None:
         self._connecting = False
         log.debug("connect to %s:%d failed: %s", self.host, self.port, reason.getErrorMessage())
         self._schedule_reconnect()
 
-    def _disconnected(self, proto: _Protocol, reason) -> None:
+    def _disconnected(self, proto: _Protocol, reason: Failure) -> None:
         if self._proto is not proto:
             self._connecting = False
             return
         self._proto = None
         self._connecting = False
-        self._fail_all(DisconnectedError(f"connection to {self.host}:{self.port} lost"),
-                       include_unsent=False)
+        self._fail([p.token for p in proto.conn.fail_all()],
+                   DisconnectedError(f"connection to {self.host}:{self.port} lost"))
         self._schedule_reconnect()
 
-    def _frame_received(self, proto: _Protocol, frame: bytes) -> None:
-        if not self._inflight:
-            log.warning("unexpected response from %s:%d", self.host, self.port)
+    def _data_received(self, proto: _Protocol, data: bytes) -> None:
+        for pending, body in proto.conn.receive_data(data):
+            self._settle(pending.token, body)
+        if proto.conn.violation is not None:
+            log.warning("dropping the connection to %s:%d: %s", self.host, self.port, proto.conn.violation)
             proto.transport.loseConnection()
-            return
-        p = self._inflight[0]
-        try:
-            cid, body = header.decode_response(p.api, p.version, frame)
-        except Exception as exc:
-            log.warning("undecodable response from %s:%d: %s", self.host, self.port, exc)
-            proto.transport.loseConnection()
-            return
-        if cid != p.correlation_id:
-            log.warning("correlation id %d != expected %d from %s:%d",
-                        cid, p.correlation_id, self.host, self.port)
-            proto.transport.loseConnection()
-            return
-        self._inflight.popleft()
-        self._settle(p, body)
 
-    def _timed_out(self, p: _Pending) -> None:
-        p.timer = None
-        exc = RequestTimedOutError(f"request {p.correlation_id} to {self.host}:{self.port} timed out")
-        if p in self._unsent:
-            self._unsent.remove(p)
-            self._settle(p, exc)
-        elif p in self._inflight:
-            # Like Kafka's NetworkClient: a timed-out in-flight request costs the connection.
-            self._inflight.remove(p)
-            self._settle(p, exc)
-            if self._proto is not None:
-                self._proto.transport.loseConnection()
+    def _timed_out(self, r: _Request) -> None:
+        r.timer = None
+        exc = RequestTimedOutError(f"request to {self.host}:{self.port} timed out")
+        if r in self._unsent:
+            self._unsent.remove(r)
+            self._settle(r, exc)
+            return
+        proto = self._proto
+        if proto is not None and any(p.token is r for p in proto.conn.in_flight):
+            # Like Kafka's NetworkClient: a timed-out in-flight request costs the connection
+            # (the others in flight fail with DisconnectedError when it is gone).
+            self._settle(r, exc)
+            proto.transport.loseConnection()
 
-    def _fail_all(self, exc: Exception, include_unsent: bool) -> None:
-        doomed = list(self._inflight)
-        self._inflight.clear()
-        if include_unsent:
-            doomed += list(self._unsent)
-            self._unsent.clear()
-        for p in doomed:
-            self._settle(p, exc)
+    def _fail(self, requests: list[_Request], exc: Exception) -> None:
+        for r in requests:
+            self._settle(r, exc)
 
     @staticmethod
-    def _settle(p: _Pending, result: Any) -> None:
-        if p.timer is not None and p.timer.active():
-            p.timer.cancel()
-        p.timer = None
-        if p.deferred.called:
+    def _settle(r: _Request, result: Any) -> None:
+        if r.timer is not None and r.timer.active():
+            r.timer.cancel()
+        r.timer = None
+        if r.deferred.called:
             return
         if isinstance(result, Exception):
-            p.deferred.errback(result)
+            r.deferred.errback(result)
         else:
-            p.deferred.callback(result)
+            r.deferred.callback(result)

@@ -1,47 +1,44 @@
-"""The socket server: Kafka framing over Twisted TCP, one request at a time per connection.
+"""The socket server: Kafka connections over Twisted TCP, a thin shell around the sans-IO
+``protocol/connection.py:ServerConnection``.
 
 Invariant: on each connection, requests are handled strictly one after another in
 arrival order (Kafka mutes a channel while a request is in flight), so responses
 leave in request order; a parked request (long-poll fetch, acks=all produce) holds
-the connection's queue. A frame larger than ``socket.request.max.bytes`` or any
-CloseConnection closes only that connection. Frames are reassembled in a
-bytearray (no quadratic re-concatenation of large produce requests); responses
-go out as one ``writeSequence([size, frame])``.
+the connection's queue. A frame larger than ``socket.request.max.bytes`` closes the
+connection once the responses owed for the requests before it have been sent; a
+CloseConnection (garbage, an acks=0 failure) closes it at once. Either closes only
+that connection. Responses go out as one ``writeSequence``.
 """
 from __future__ import annotations
 
 import logging
-import struct
-from collections import deque
+from typing import Any
 
 from twisted.internet import defer, protocol
-from twisted.protocols.basic import Int32StringReceiver
 from twisted.python.failure import Failure
+
+from odradek.protocol.connection import ServerConnection
 
 from ..apis.context import CloseConnection
 from .request_handler import RequestHandler
 
 log = logging.getLogger(__name__)
 
-_SIZE = struct.Struct(">I")
 MAX_QUEUED_REQUESTS = 64  # beyond this many unhandled frames we stop reading the socket
 
 
-class KafkaConnection(Int32StringReceiver):
+class KafkaConnection(protocol.Protocol):
     """One client connection."""
+
+    factory: "KafkaServerFactory | None" = None
 
     def __init__(self, handler: RequestHandler, listener: str, max_length: int):
         self.handler = handler
         self.listener = listener
-        self.MAX_LENGTH = max_length
+        self.conn = ServerConnection(max_length)
         self.peer = ""
-        self._buf = bytearray()
-        self._queue: deque[bytes] = deque()
-        self._busy = False
         self._closed = False
         self._paused = False
-
-    # ---------------------------------------------------------------- framing
 
     def connectionMade(self) -> None:
         peer = self.transport.getPeer()
@@ -50,105 +47,78 @@ class KafkaConnection(Int32StringReceiver):
             self.transport.setTcpNoDelay(True)
         except Exception:
             pass
-        factory = getattr(self, "factory", None)
-        if factory is not None:
-            factory.connections.add(self)
+        if self.factory is not None:
+            self.factory.connections.add(self)
 
-    def connectionLost(self, reason=protocol.connectionDone) -> None:
+    def connectionLost(self, reason: Failure = protocol.connectionDone) -> None:
         self._closed = True
-        self._queue.clear()
-        factory = getattr(self, "factory", None)
-        if factory is not None:
-            factory.connections.discard(self)
+        if self.factory is not None:
+            self.factory.connections.discard(self)
 
     def dataReceived(self, data: bytes) -> None:
         if self._closed:
             return
-        buf = self._buf
-        buf += data
-        pos = 0
-        end = len(buf)
-        while end - pos >= 4:
-            (length,) = _SIZE.unpack_from(buf, pos)
-            if length > self.MAX_LENGTH:
-                self.lengthLimitExceeded(length)
-                return
-            if end - pos - 4 < length:
-                break
-            self._queue.append(bytes(buf[pos + 4:pos + 4 + length]))
-            pos += 4 + length
-        if pos:
-            del buf[:pos]
-        if self._queue and not self._busy:
-            self._process()
-        if len(self._queue) > MAX_QUEUED_REQUESTS and not self._paused and not self._closed:
+        self.conn.receive_data(data)
+        self._process()
+        if self.conn.queued > MAX_QUEUED_REQUESTS and not self._paused and not self._closed:
             self._paused = True
             self.transport.pauseProducing()
-
-    def lengthLimitExceeded(self, length: int) -> None:
-        log.warning("closing connection from %s: request of %d bytes exceeds socket.request.max.bytes (%d)",
-                    self.peer, length, self.MAX_LENGTH)
-        self._close()
-
-    def stringReceived(self, frame: bytes) -> None:  # kept for Int32StringReceiver compatibility
-        self._queue.append(frame)
-        if not self._busy:
-            self._process()
 
     # -------------------------------------------------------------- processing
 
     def _process(self) -> None:
-        while self._queue and not self._closed:
-            frame = self._queue.popleft()
+        conn = self.conn
+        while not self._closed and (frame := conn.next_request()) is not None:
             try:
                 result = self.handler.handle(frame, self.listener, self.peer)
             except CloseConnection as e:
-                self._close(str(e))
+                self._close_now(str(e))
                 return
             except Exception:
                 log.exception("unexpected error handling a request from %s; closing the connection", self.peer)
-                self._close()
+                self._close_now("unexpected error")
                 return
             if isinstance(result, defer.Deferred):
                 if result.called:  # finished synchronously: take its result without recursing
-                    box: list = []
+                    box: list[Any] = []
                     result.addBoth(box.append)
                     result = box[0]
                     if isinstance(result, Failure):
                         self._failed(result)
                         return
                 else:
-                    self._busy = True
                     result.addCallbacks(self._deferred_done, self._failed)
                     return
             self._send(result)
-        if self._paused and not self._closed and len(self._queue) <= MAX_QUEUED_REQUESTS // 2:
+        if self._closed:
+            return
+        if conn.close_reason is not None and conn.should_close:
+            self._close_now(conn.close_reason)
+        elif self._paused and conn.queued <= MAX_QUEUED_REQUESTS // 2:
             self._paused = False
             self.transport.resumeProducing()
 
     def _deferred_done(self, response: bytes | None) -> None:
-        self._busy = False
         self._send(response)
         self._process()
 
     def _failed(self, failure: Failure) -> None:
-        self._busy = False
         if failure.check(CloseConnection):
-            self._close(str(failure.value))
+            self._close_now(str(failure.value))
         else:
             log.error("unexpected error handling a request from %s; closing the connection: %s",
                       self.peer, failure.getTraceback())
-            self._close()
+            self._close_now("unexpected error")
 
     def _send(self, response: bytes | None) -> None:
-        if response is not None and not self._closed:
-            self.transport.writeSequence([_SIZE.pack(len(response)), response])
+        parts = self.conn.respond(response)
+        if parts and not self._closed:
+            self.transport.writeSequence(parts)
 
-    def _close(self, reason: str | None = None) -> None:
-        if reason:
-            log.warning("closing connection from %s: %s", self.peer, reason)
+    def _close_now(self, reason: str) -> None:
+        log.warning("closing connection from %s: %s", self.peer, reason)
+        self.conn.close_now(reason)
         self._closed = True
-        self._queue.clear()
         self.transport.loseConnection()
 
 

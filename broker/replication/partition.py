@@ -127,10 +127,6 @@ class Partition:
         return self.log.log_start_offset
 
     @property
-    def follower_leos(self) -> dict[int, int]:
-        return {r: st.leo for r, st in self.remote.items()}
-
-    @property
     def maximal_isr(self) -> set[int]:
         """The ISR counting a pending change's additions (what the HW must respect)."""
         return set(self.isr) | set(self.pending_isr or ())

@@ -10,19 +10,21 @@ import time
 import pytest
 
 from odradek.protocol.apis import api_versions, create_topics, fetch, list_offsets, metadata, produce
-from odradek.protocol.header import decode_response, encode_request
+from odradek.protocol.connection import ClientConnection, FrameReader
+from odradek.protocol.header import decode_response
 from odradek.protocol.records import BatchBuilder, iter_records
 
 pytestmark = pytest.mark.integration
 
 
 class RawClient:
-    """A blocking Kafka client socket (one request at a time)."""
+    """A blocking Kafka client socket, one request at a time, on the one sans-IO framer;
+    ``send_raw`` writes bytes as they are (for malformed frames)."""
 
     def __init__(self, address: str, timeout: float = 30.0):
         host, port = address.rsplit(":", 1)
         self.sock = socket.create_connection((host, int(port)), timeout=timeout)
-        self.cid = 0
+        self.conn: ClientConnection[None] = ClientConnection("it", first_correlation_id=1)
 
     def close(self) -> None:
         self.sock.close()
@@ -30,23 +32,27 @@ class RawClient:
     def send_raw(self, data: bytes) -> None:
         self.sock.sendall(data)
 
-    def _recv_exact(self, n: int) -> bytes:
-        buf = b""
-        while len(buf) < n:
-            chunk = self.sock.recv(n - len(buf))
+    def read_frame(self) -> bytes:
+        """The next frame the broker sends (the answer to ``send_raw``)."""
+        reader = FrameReader(1 << 30)
+        while True:
+            chunk = self.sock.recv(65536)
             if not chunk:
                 raise ConnectionError("closed by the broker")
-            buf += chunk
-        return buf
+            if frames := reader.feed(chunk):
+                return frames[0]
 
     def request(self, api, version: int, body: dict):
-        self.cid += 1
-        data = encode_request(api, version, self.cid, "it", body)
-        self.sock.sendall(struct.pack(">i", len(data)) + data)
-        (n,) = struct.unpack(">i", self._recv_exact(4))
-        cid, resp = decode_response(api, version, self._recv_exact(n))
-        assert cid == self.cid
-        return resp
+        _, parts = self.conn.send_request(api, version, body, None)
+        self.sock.sendall(b"".join(parts))
+        while True:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise ConnectionError("closed by the broker")
+            done = self.conn.receive_data(chunk)
+            assert self.conn.violation is None, self.conn.violation
+            if done:
+                return done[0][1]
 
     def closed_by_peer(self) -> bool:
         try:
@@ -178,8 +184,7 @@ def test_garbage_and_oversized_frames_close_only_that_connection(cluster_factory
     bad = RawClient(addr)
     data = struct.pack(">hhih", 18, 99, 1, -1)
     bad.send_raw(struct.pack(">i", len(data)) + data)
-    (n,) = struct.unpack(">i", bad._recv_exact(4))
-    _, resp = decode_response(api_versions, 0, bad._recv_exact(n))
+    _, resp = decode_response(api_versions, 0, bad.read_frame())
     assert resp.error_code == 35
     assert bad.request(api_versions, 3, {"client_software_name": "x", "client_software_version": "1"}).error_code == 0
     good.close()

@@ -6,7 +6,8 @@ import json
 import pytest
 
 from odradek.zk import znodes as zn
-from odradek.zk.session import BrokerIdInUseError, ControllerMovedError, KafkaZkClient
+from odradek.zk.controller_zk import ControllerMovedError
+from odradek.zk.session import BrokerIdInUseError, KafkaZkClient
 
 
 @pytest.fixture

@@ -11,17 +11,14 @@ succeeding). Not a broker: no replication, no ZooKeeper, loopback only.
 from __future__ import annotations
 
 import socket
-import struct
 import threading
 import time
 
 from odradek.protocol import record_batch
 from odradek.protocol.apis import API_BY_KEY
+from odradek.protocol.connection import FrameReader, frame_parts
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.header import decode_request_header, encode_response
-
-_SIZE = struct.Struct(">i")
-
 
 class FakeBroker:
     def __init__(self, node_id: int = 0, *, api_versions_max: int = 3, drop_api_versions_above: int | None = None,
@@ -79,24 +76,15 @@ class FakeBroker:
             self._conns.append(conn)
             threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
 
-    def _recv_exact(self, conn: socket.socket, n: int) -> bytes | None:
-        buf = bytearray()
-        while len(buf) < n:
-            chunk = conn.recv(n - len(buf))
-            if not chunk:
-                return None
-            buf += chunk
-        return bytes(buf)
+    def _frames(self, conn: socket.socket):
+        """The request frames arriving on ``conn``, through the one framer (sans-IO)."""
+        reader = FrameReader(1 << 30)
+        while chunk := conn.recv(65536):
+            yield from reader.feed(chunk)
 
     def _serve(self, conn: socket.socket) -> None:
         try:
-            while True:
-                head = self._recv_exact(conn, 4)
-                if head is None:
-                    return
-                frame = self._recv_exact(conn, _SIZE.unpack(head)[0])
-                if frame is None:
-                    return
+            for frame in self._frames(conn):
                 header, offset = decode_request_header(frame)
                 self.requests.append((header.api_key, header.api_version))
                 api = API_BY_KEY[header.api_key]
@@ -109,7 +97,7 @@ class FakeBroker:
                         body = {"error_code": ErrorCode.UNSUPPORTED_VERSION,
                                 "api_keys": [{"api_key": 18, "min_version": 0, "max_version": self.api_versions_max}]}
                         out = encode_response(api, 0, header.correlation_id, body)
-                        conn.sendall(_SIZE.pack(len(out)) + out)
+                        conn.sendall(b"".join(frame_parts(out)))
                         continue
                 req = api.Request.decode(memoryview(frame)[offset:], header.api_version)
                 handler = getattr(self, f"_h_{api.NAME}")
@@ -117,7 +105,7 @@ class FakeBroker:
                 if body is None:  # acks=0
                     continue
                 out = encode_response(api, header.api_version, header.correlation_id, body)
-                conn.sendall(_SIZE.pack(len(out)) + out)
+                conn.sendall(b"".join(frame_parts(out)))
         except OSError:
             return
         finally:

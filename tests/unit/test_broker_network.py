@@ -165,3 +165,21 @@ def test_deferred_failure_becomes_error_response(broker, monkeypatch):
     conn.dataReceived(frame(api_versions, 0, 1, {}))
     [resp] = responses(tr)
     assert decode_response(api_versions, 0, resp)[1].error_code == -1
+
+
+def test_oversized_frame_after_a_request_closes_after_its_response(broker):
+    conn, tr = connect(broker, max_bytes=1000)
+    conn.dataReceived(frame(api_versions, 0, 7, {}) + struct.pack(">i", 1001) + b"x" * 10)
+    [resp] = responses(tr)
+    assert decode_response(api_versions, 0, resp)[0] == 7
+    assert tr.disconnecting
+
+
+def test_oversized_frame_behind_a_parked_request_waits_for_its_response(broker):
+    conn, tr = connect(broker, max_bytes=1000)
+    conn.dataReceived(frame(fetch, 11, 1, fetch_body("t", max_wait_ms=1000)) + struct.pack(">i", 5000))
+    assert tr.value() == b"" and not tr.disconnecting  # the long poll still owes its answer
+    broker.clock.advance(1.0)
+    [resp] = responses(tr)
+    assert decode_response(fetch, 11, resp)[0] == 1
+    assert tr.disconnecting

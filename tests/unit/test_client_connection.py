@@ -112,17 +112,16 @@ def test_broker_closing_fails_in_flight_requests():
 
     def serve():
         c, _ = srv.accept()
-        from client_fake_broker import _SIZE
         from odradek.protocol.apis import api_versions
+        from odradek.protocol.connection import FrameReader, frame_parts
         from odradek.protocol.header import decode_request_header, encode_response
-        size = _SIZE.unpack(c.recv(4))[0]
-        frame = b""
-        while len(frame) < size:
-            frame += c.recv(size - len(frame))
-        h, _ = decode_request_header(frame)
+        reader = FrameReader(1 << 20)
+        while not (frames := reader.feed(c.recv(65536))):
+            pass
+        h, _ = decode_request_header(frames[0])
         body = {"error_code": 0, "api_keys": [{"api_key": 3, "min_version": 0, "max_version": 8}]}
         out = encode_response(api_versions, h.api_version, h.correlation_id, body)
-        c.sendall(_SIZE.pack(len(out)) + out)
+        c.sendall(b"".join(frame_parts(out)))
         c.recv(65536)   # the metadata request, never answered
         c.close()
 

@@ -1,0 +1,142 @@
+"""The sans-IO connection: framing under any chunking, request/response pairing, owed responses."""
+from __future__ import annotations
+
+import struct
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from odradek.protocol.apis import api_versions, metadata
+from odradek.protocol.connection import (SMALL_FRAME, ClientConnection, FrameReader, ServerConnection,
+                                         frame_parts)
+from odradek.protocol.errors import ErrorCode
+from odradek.protocol.header import encode_response
+
+
+def framed(frames: list[bytes]) -> bytes:
+    return b"".join(struct.pack(">i", len(f)) + f for f in frames)
+
+
+def split(data: bytes, cuts: list[int]) -> list[bytes]:
+    points = sorted({c % (len(data) + 1) for c in cuts} | {0, len(data)})
+    return [data[a:b] for a, b in zip(points, points[1:])]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.binary(max_size=300), max_size=20), st.lists(st.integers(min_value=0), max_size=40))
+def test_any_chunking_gives_back_the_same_frames(frames, cuts):
+    reader = FrameReader(1000)
+    out: list[bytes] = []
+    for chunk in split(framed(frames), cuts):
+        out += reader.feed(chunk)
+    assert out == frames and reader.buffered == 0 and reader.oversize is None
+
+
+def test_large_frame_received_straight_into_its_buffer():
+    frame = bytes(range(256)) * 1000
+    reader = FrameReader(1 << 20)
+    assert reader.feed(framed([frame])[:100]) == []
+    space = reader.body_space()
+    assert space is not None and len(space) == len(frame) - 96
+    rest = frame[96:]
+    space[:len(rest) - 10] = rest[:-10]
+    assert reader.body_filled(len(rest) - 10) == []
+    assert reader.feed(rest[-10:] + framed([b"next"])) == [frame, b"next"]
+
+
+def test_oversize_and_negative_sizes_stop_the_reader_after_the_frames_before_them():
+    for bad in (1001, -1):
+        reader = FrameReader(1000)
+        assert reader.feed(framed([b"a", b"b"]) + struct.pack(">i", bad) + framed([b"c"])) == [b"a", b"b"]
+        assert reader.oversize == bad
+        assert reader.feed(framed([b"d"])) == []
+
+
+def test_frame_parts_join_small_frames_and_keep_large_ones_apart():
+    assert frame_parts(b"abc") == [b"\x00\x00\x00\x03abc"]
+    big = b"x" * SMALL_FRAME
+    assert frame_parts(big) == [struct.pack(">i", SMALL_FRAME), big]
+
+
+def _response(api, version, cid, body) -> bytes:
+    return framed([encode_response(api, version, cid, body)])
+
+
+def test_client_matches_responses_in_order_and_counts_correlation_ids():
+    conn: ClientConnection[str] = ClientConnection("c", first_correlation_id=7)
+    p1, parts = conn.send_request(metadata, 9, {"topics": None}, "first")
+    p2, _ = conn.send_request(metadata, 9, {"topics": None}, "second")
+    assert (p1.correlation_id, p2.correlation_id) == (7, 8)
+    assert struct.unpack(">i", parts[0][:4])[0] == len(parts[0]) - 4
+    data = _response(metadata, 9, 7, {"brokers": [], "topics": []}) + _response(metadata, 9, 8, {})
+    done = conn.receive_data(data[:5]) + conn.receive_data(data[5:])
+    assert [p.token for p, _ in done] == ["first", "second"] and not conn.in_flight
+    assert conn.violation is None
+
+
+def test_a_request_without_response_is_not_awaited():
+    conn: ClientConnection[None] = ClientConnection("c")
+    conn.send_request(metadata, 9, {}, None, expect_response=False)
+    assert not conn.in_flight
+
+
+def test_client_violations_keep_what_was_matched_before_them():
+    conn: ClientConnection[str] = ClientConnection("c")
+    conn.send_request(metadata, 9, {}, "a")
+    conn.send_request(metadata, 9, {}, "b")
+    done = conn.receive_data(_response(metadata, 9, 0, {}) + _response(metadata, 9, 5, {}))
+    assert [p.token for p, _ in done] == ["a"]
+    assert conn.violation is not None and "correlation id 5" in conn.violation
+    assert [p.token for p in conn.fail_all()] == ["b"] and not conn.in_flight
+
+    lone: ClientConnection[str] = ClientConnection("c")
+    assert lone.receive_data(_response(metadata, 9, 0, {})) == []
+    assert lone.violation == "a response without a request"
+
+    garbled: ClientConnection[str] = ClientConnection("c")
+    garbled.send_request(metadata, 9, {}, "x")
+    garbled.receive_data(framed([b"\x00\x00\x00\x00\xff"]))
+    assert garbled.violation is not None and "undecodable" in garbled.violation
+
+
+def test_api_versions_error_is_read_in_the_v0_layout():
+    conn: ClientConnection[None] = ClientConnection("c")
+    conn.send_request(api_versions, 3, {"client_software_name": "a", "client_software_version": "1"}, None)
+    body = {"error_code": ErrorCode.UNSUPPORTED_VERSION,
+            "api_keys": [{"api_key": 18, "min_version": 0, "max_version": 2}]}
+    [(_, resp)] = conn.receive_data(_response(api_versions, 0, 0, body))
+    assert resp.error_code == ErrorCode.UNSUPPORTED_VERSION and resp.api_keys[0].max_version == 2
+
+
+def test_server_hands_out_one_request_at_a_time_in_order():
+    server = ServerConnection(1000)
+    server.receive_data(framed([b"r1", b"r2"]))
+    assert server.next_request() == b"r1"
+    assert server.next_request() is None          # r1 is still being handled
+    assert server.respond(b"a1") == [b"\x00\x00\x00\x02a1"]
+    assert server.next_request() == b"r2"
+    assert server.respond(None) == [] and server.next_request() is None
+
+
+def test_server_answers_what_it_owes_before_closing_for_an_oversize_frame():
+    server = ServerConnection(1000)
+    server.receive_data(framed([b"r1", b"r2"]) + struct.pack(">i", 5000) + b"xx")
+    assert server.close_reason is not None and "5000" in server.close_reason
+    assert not server.should_close
+    assert server.next_request() == b"r1"
+    server.respond(b"a1")
+    assert server.next_request() == b"r2"
+    assert not server.should_close                # r2's answer is still owed
+    server.respond(b"a2")
+    assert server.should_close
+    server.receive_data(framed([b"r3"]))          # nothing more is read after the close
+    assert server.next_request() is None
+
+
+def test_server_close_now_drops_what_is_queued():
+    server = ServerConnection(1000)
+    server.receive_data(framed([b"r1", b"r2"]))
+    assert server.next_request() == b"r1"
+    server.close_now("garbage")
+    server.respond(None)
+    assert server.should_close and server.next_request() is None
