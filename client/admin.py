@@ -28,7 +28,8 @@ from odradek.protocol.errors import ErrorCode, KafkaError
 from .assignors import Assignment, Subscription
 from .cluster import ClusterMetadata, NodePool
 from .config import ClientConfig
-from .coordinator import find_coordinator, offsets_body
+from .group_membership import find_coordinator
+from .offset_commits import offsets_body
 from .structs import (
     GroupDescription,
     KafkaTimeoutError,

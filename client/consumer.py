@@ -21,13 +21,14 @@ import re
 import time
 from typing import Any, Iterable, Iterator, Mapping
 
-from odradek.protocol.apis import list_offsets as _list_offsets
 from odradek.protocol.errors import ErrorCode, KafkaError
 
 from .assignors import AbstractAssignor, Assignment, resolve_assignors
 from .cluster import ClusterMetadata, NodePool
 from .config import ClientConfig, ConfigError
-from .coordinator import ConsumerCoordinator, Generation
+from .coordinator import ConsumerCoordinator
+from .list_offsets import list_offsets
+from .group_membership import Generation
 from .fetcher import Fetcher
 from .structs import (
     ConsumerGroupMetadata,
@@ -444,62 +445,9 @@ class Consumer:
                       ) -> dict[TopicPartition, tuple[int, int]]:
         """{tp: (offset, timestamp)} for ListOffsets targets (-1 latest, -2 earliest, or a timestamp)."""
         timeout = self.config["request.timeout.ms"] / 1000.0 if timeout is None else timeout
-        deadline = time.monotonic() + timeout
-        backoff = self.config["retry.backoff.ms"] / 1000.0
-        pending = dict(targets)
-        result: dict[TopicPartition, tuple[int, int]] = {}
         isolation = 1 if self.config["isolation.level"] == "read_committed" else 0
-        cluster = self._cluster
-        for tp in pending:
-            cluster.add_topic(tp.topic)
-        while pending:
-            if cluster.needs_refresh() or any(cluster.leader_for(*tp) < 0 for tp in pending):
-                try:
-                    cluster.refresh()
-                except KafkaError:
-                    pass
-            by_node: dict[int, list[TopicPartition]] = {}
-            for tp in pending:
-                by_node.setdefault(cluster.leader_for(*tp), []).append(tp)
-            for node, tps in by_node.items():
-                if node < 0:
-                    continue
-                topics: dict[str, list] = {}
-                for tp in tps:
-                    topics.setdefault(tp.topic, []).append(
-                        {"partition_index": tp.partition, "current_leader_epoch": -1, "timestamp": pending[tp],
-                         "max_num_offsets": 1})
-                body = {"replica_id": -1, "isolation_level": isolation,
-                        "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
-                try:
-                    conn = self._pool.get(node)
-                    resp = conn.request(_list_offsets, body, version=conn.version_for(_list_offsets))
-                except KafkaError as exc:
-                    if not exc.retriable:
-                        raise
-                    self._pool.drop(node, exc)
-                    cluster.request_update()
-                    continue
-                for t in resp.topics:
-                    for p in t.partitions:
-                        tp = TopicPartition(t.name, p.partition_index)
-                        if tp not in pending:
-                            continue
-                        if p.error_code == ErrorCode.NONE:
-                            offset = p.offset
-                            if conn.version_for(_list_offsets) == 0:
-                                offset = p.old_style_offsets[0] if p.old_style_offsets else -1
-                            result[tp] = (offset, p.timestamp)
-                            del pending[tp]
-                        elif ErrorCode(p.error_code).retriable:
-                            cluster.request_update()
-                        else:
-                            raise KafkaError(p.error_code, f"ListOffsets {tp.topic}-{tp.partition}")
-            if pending:
-                if time.monotonic() + backoff > deadline:
-                    raise KafkaTimeoutError(f"ListOffsets did not complete for {sorted(pending)}")
-                time.sleep(backoff)
-        return result
+        return list_offsets(self._cluster, self._pool, targets, isolation, timeout,
+                            self.config["retry.backoff.ms"] / 1000.0)
 
     def beginning_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         return {tp: o for tp, (o, _) in self._list_offsets({TopicPartition(*tp): EARLIEST for tp in partitions}).items()}

@@ -20,11 +20,11 @@ from typing import Any, Iterable, Mapping
 from odradek.protocol.errors import ErrorCode
 
 from . import (
-    AppendFn, Completion, DescribedGroup, DescribedMember, GroupConfig, JoinGroupMember,
-    JoinGroupResult, LeaveGroupResult, LeaveMember, ListedGroup, ListGroupsResult,
-    SyncGroupResult, Timer,
+    AppendFn, Completion, GroupConfig, JoinGroupMember, JoinGroupResult, LeaveGroupResult,
+    LeaveMember, SyncGroupResult, Timer,
 )
 from .metadata import GroupMetadata, GroupState, MemberMetadata
+from .group_queries import GroupQueryApis
 from .offset_apis import OffsetApis
 from .offsets import GroupMetadataManager
 from .txn_offsets import TxnOffsetApis
@@ -49,7 +49,7 @@ def _join_error(member_id: str, error: ErrorCode) -> JoinGroupResult:
     return JoinGroupResult(error_code=error, member_id=member_id)
 
 
-class GroupCoordinator(OffsetApis, TxnOffsetApis):
+class GroupCoordinator(OffsetApis, TxnOffsetApis, GroupQueryApis):
     """Drive with ``handle_*``; feed partition leadership with ``on_elected``/``on_resigned``."""
 
     def __init__(self, config: GroupConfig, timer: Timer, append: AppendFn):
@@ -589,31 +589,3 @@ class GroupCoordinator(OffsetApis, TxnOffsetApis):
                     self._remove_member_and_update_group(group, group.get(member_id))
                 results.append(LeaveMember(member_id, instance_id, member_error or E.NONE))
         return LeaveGroupResult(E.NONE, results)
-
-    # === admin =====================================================================
-    def handle_list_groups(self) -> ListGroupsResult:
-        if not self.active:
-            return ListGroupsResult(E.COORDINATOR_NOT_AVAILABLE)
-        error = E.COORDINATOR_LOAD_IN_PROGRESS if self.manager.is_loading() else E.NONE
-        return ListGroupsResult(error, [ListedGroup(g.group_id, g.protocol_type or "",
-                                                    g.state.value)
-                                        for g in self.manager.groups.values()])
-
-    def handle_describe_groups(self, group_ids: Iterable[str]) -> list[DescribedGroup]:
-        return [self._describe(group_id) for group_id in group_ids]
-
-    def _describe(self, group_id: str) -> DescribedGroup:
-        error = self._validate(group_id, "describe")
-        if error is not None:
-            return DescribedGroup(error, group_id)   # state "" as Kafka's NoState
-        group = self.manager.get_group(group_id)
-        if group is None:
-            return DescribedGroup(E.NONE, group_id, S.DEAD.value)
-        stable = group.is_(S.STABLE)
-        protocol = group.protocol_name if stable else None
-        members = [DescribedMember(
-            m.member_id, m.group_instance_id, m.client_id, m.client_host,
-            m.metadata(protocol) if protocol is not None else b"",
-            m.assignment if stable else b"") for m in group.members.values()]
-        return DescribedGroup(E.NONE, group_id, group.state.value, group.protocol_type or "",
-                              protocol or "", members)

@@ -25,7 +25,7 @@ from typing import Any, Callable
 from odradek.client import ErrorCode, KafkaError
 from odradek.client.cluster import ClusterMetadata, NodePool
 from odradek.client.config import ClientConfig
-from odradek.client.coordinator import find_coordinator
+from odradek.client.group_membership import find_coordinator
 from odradek.protocol.apis import heartbeat as _heartbeat
 from odradek.protocol.apis import join_group as _join_group
 from odradek.protocol.apis import leave_group as _leave_group
