@@ -52,6 +52,15 @@ def test_sigterm_moves_every_leadership_away_first(cluster_factory):
     sigterm_and_check(c, ctl, "cs", {1, 2, 3} - {follower, ctl})    # the controller moves its own
     last = ({1, 2, 3} - {follower, ctl}).pop()
     assert all(s["leader"] == last for s in states(c.zk, "cs", len(ASSIGN)).values())
+    # The last live broker has nobody to hand its leaderships to: it does not ask (Kafka would
+    # retry controlled.shutdown.max.retries times, 5 s apart) and still shuts down cleanly.
+    log = c.brokers[last].log_path
+    before = log.read_text(errors="replace")
+    c.kill_broker(last, signal.SIGTERM, timeout=60)
+    text = log.read_text(errors="replace")[len(before):]
+    assert "controlled shutdown skipped: no other live broker" in text, text[-3000:]
+    assert f"broker {last} shut down" in text, text[-3000:]
+    assert (c.brokers[last].dir / "logs" / ".kafka_cleanshutdown").exists()
 
 
 def test_topic_deletion_removes_files_and_znodes(cluster_factory):
