@@ -566,16 +566,23 @@ def failover_perf(argv: list[str], out=None) -> int:
     return run(argv, out)
 
 
+def framing_perf(argv: list[str]) -> int:
+    # The broker's socket layer alone: it lives with the broker, named here like zk/cli names
+    # every subcommand (a client imports no broker code).
+    import importlib
+    return int(importlib.import_module("odradek.broker.network.framing_bench").main(argv))
+
+
 COMMANDS = {"producer": producer_perf, "consumer": consumer_perf, "e2e": e2e_perf, "commit": commit_perf,
-            "failover": failover_perf}
+            "failover": failover_perf, "framing": framing_perf}
 
 
 def main(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
-        print("usage: odradek perf producer|consumer|e2e|commit|failover [options]")
+        print("usage: odradek perf producer|consumer|e2e|commit|failover|framing [options]")
         return 0 if argv else 1
     if argv[0] not in COMMANDS:
-        print(f"Error: unknown perf tool {argv[0]!r} (producer, consumer, e2e, commit, failover)", file=sys.stderr)
+        print(f"Error: unknown perf tool {argv[0]!r} (producer, consumer, e2e, commit, failover, framing)", file=sys.stderr)
         return 1
     fn = COMMANDS[argv[0]]
     try:
