@@ -184,9 +184,6 @@ class Fetcher:
     def in_flight(self) -> bool:
         return bool(self._in_flight)
 
-    def has_buffered(self) -> bool:
-        return bool(self._completed)
-
     def wait(self, timeout: float) -> None:
         """Block up to ``timeout`` for fetch responses and handle those that arrive."""
         conns = {}

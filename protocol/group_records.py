@@ -189,10 +189,6 @@ def _decode(message: Message, version: int, body: bytes) -> Struct:
         raise GroupRecordError(f"{message.name} v{version}: {exc}") from None
 
 
-def key_version(key: bytes | bytearray | memoryview) -> int:
-    return _split(key, "key")[0]
-
-
 def is_offset_commit_key(key: bytes | bytearray | memoryview | None) -> bool:
     return key is not None and len(key) >= 2 and _VERSION.unpack_from(bytes(key[:2]))[0] in (0, 1)
 

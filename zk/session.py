@@ -331,10 +331,6 @@ class KafkaZkClient:
                 if self.kazoo.exists(path, watch=lambda _e: gone.set()) is not None:
                     gone.wait(max(0.0, min(1.0, deadline - time.monotonic())))
 
-    def get_broker(self, broker_id: int) -> BrokerInfo | None:
-        data, stat = self.get_data(zn.BrokerIdZNode.path(broker_id))
-        return None if stat is None else zn.BrokerIdZNode.decode(broker_id, data, stat.czxid)
-
     def get_all_broker_ids(self, watch: Watch | None = None) -> list[int]:
         return sorted(int(c) for c in self.get_children(zn.BrokerIdsZNode.path, watch))
 
@@ -628,9 +624,6 @@ class KafkaZkClient:
         ops = {n: ("delete", f"{zn.IsrChangeNotificationZNode.path}/{n}") for n in names}
         if ops:
             self._checked_many(epoch_zk_version, ops)  # NoNode results are fine
-
-    def delete_all_isr_change_notifications(self, epoch_zk_version: int) -> None:
-        self.delete_isr_change_notifications(self.get_isr_change_notifications(), epoch_zk_version)
 
     def create_isr_change_notification(self, partitions: list[TopicPartition]) -> str:
         """Broker side (classic ISR propagation): one sequential node."""

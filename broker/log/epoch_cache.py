@@ -44,10 +44,6 @@ class LeaderEpochFileCache:
     def latest_epoch(self) -> int:
         return self._entries[-1].epoch if self._entries else UNDEFINED_EPOCH
 
-    @property
-    def earliest_entry(self) -> EpochEntry | None:
-        return self._entries[0] if self._entries else None
-
     def assign(self, epoch: int, start_offset: int) -> None:
         """Record that ``epoch`` starts at ``start_offset`` (no-op unless it is a new latest epoch)."""
         if epoch < 0 or (self._entries and epoch <= self._entries[-1].epoch):

@@ -81,11 +81,6 @@ class _Index:
             except FileNotFoundError:
                 pass
 
-    def rename(self, path: str) -> None:
-        if os.path.exists(self.path):
-            os.replace(self.path, path)
-        self.path = path
-
 
 class OffsetIndex(_Index):
     """Maps offsets to file positions: the last entry ≤ a target gives where to start scanning."""

@@ -229,9 +229,6 @@ class Log(TransactionalLog):
         """(epoch, end offset) as OffsetForLeaderEpoch answers it."""
         return self.leader_epoch_cache.end_offset_for(leader_epoch, self.log_end_offset)
 
-    def update_config(self, config: LogConfig) -> None:
-        self.config = config
-
     # ---------------------------------------------------------------- append
     def _validate(self, records: bytes | bytearray, max_size: int | None,
                   check_count: bool = True) -> list[tuple[int, rb.BatchHeader]]:
@@ -393,9 +390,6 @@ class Log(TransactionalLog):
                 if found is not None:
                     return found
         return None
-
-    def earliest_offset(self) -> int:
-        return self.log_start_offset
 
     def latest_offset(self) -> int:
         return self.log_end_offset

@@ -118,9 +118,6 @@ class TransactionalLog:
     def remove_expired_producers(self) -> int:
         return self.producer_state.remove_expired(self._now_ms())
 
-    def take_producer_snapshot(self) -> None:
-        self.producer_state.take_snapshot(self.log_end_offset)
-
     def append_marker_as_leader(self, producer_id: int, producer_epoch: int, commit: bool,
                                 coordinator_epoch: int, leader_epoch: int):
         """Append an end-transaction marker (WriteTxnMarkers); INVALID_PRODUCER_EPOCH /

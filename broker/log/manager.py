@@ -172,9 +172,6 @@ class LogManager:
     def all_logs(self) -> list[Log]:
         return list(self._logs.values())
 
-    def logs_for_topic(self, topic: str) -> list[Log]:
-        return [log for (t, _), log in self._logs.items() if t == topic]
-
     def log_dir_of(self, tp: TopicPartition) -> str | None:
         return self._log_dir_of.get(tuple(tp))  # type: ignore[arg-type]
 
@@ -198,10 +195,6 @@ class LogManager:
         self._log_dir_of[tp] = d
         logger.info("created log for %s-%d in %s", tp[0], tp[1], d)
         return log
-
-    def update_topic_config(self, topic: str, log_config: LogConfig) -> None:
-        for log in self.logs_for_topic(topic):
-            log.update_config(log_config)
 
     def delete_log(self, tp: TopicPartition) -> bool:
         """Remove the log: rename its dir to ``<topic>-<p>.<uuid>-delete`` then delete it."""
@@ -231,10 +224,6 @@ class LogManager:
             total += log.delete_old_segments()
             log.remove_expired_producers()
         return total
-
-    def flush_logs(self) -> None:
-        for log in self._logs.values():
-            log.flush()
 
     # ---------------------------------------------------------------- checkpoints
     def _logs_in(self, d: str) -> dict[TopicPartition, Log]:

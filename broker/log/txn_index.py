@@ -71,11 +71,6 @@ class TransactionIndex:
             self.entries = keep
             self._rewrite()
 
-    def replace_all(self, entries: list[AbortedTxn]) -> None:
-        """Write exactly ``entries`` (atomically: temp file, then rename)."""
-        self.entries = list(entries)
-        self._rewrite()
-
     def reset(self) -> None:
         self.entries = []
         if os.path.exists(self.path):
