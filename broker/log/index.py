@@ -26,6 +26,7 @@ class CorruptIndexError(Exception):
 
 class _Index:
     entry_size = 8
+    _offsets: array[int]   # absolute offsets, ascending (filled by the subclass)
 
     def __init__(self, path: str, base_offset: int, max_index_size: int) -> None:
         self.path = path

@@ -13,7 +13,9 @@ Invariants:
   shutdown is recovered from the recovery point (``Log.loadSegments``/``recoverLog``);
 - producer state, markers, the txn index and the LSO follow the log (``log_txn``): a
   duplicate idempotent batch is answered with its original offsets, not appended; only
-  the coordinator origin may append control batches (only their one record is read).
+  the coordinator origin may append control batches (only their one record is read);
+- retention deletes whole segments below the high watermark and only moves the log
+  start forward (``log_retention``).
 
 Segment deletion renames the files to ``.deleted`` and removes them at once
 (``file.delete.delay.ms`` is not waited for: reads are synchronous on the reactor
@@ -40,6 +42,7 @@ from .epoch_cache import LEADER_EPOCH_CHECKPOINT, LeaderEpochFileCache
 from .index import CorruptIndexError
 from .segment import (DELETED_SUFFIX, INDEX_SUFFIX, INT32_MAX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment,
                       filename_prefix)
+from .log_retention import LogRetention
 from .log_txn import TransactionalLog
 from .txn_index import TXN_INDEX_SUFFIX, write_index_file
 
@@ -76,7 +79,7 @@ def parse_topic_partition(dirname: str) -> tuple[str, int]:
     return topic, int(part)
 
 
-class Log(TransactionalLog):
+class Log(LogRetention, TransactionalLog):
     """A partition's log; see the module invariants."""
 
     def __init__(self, dir: str, config: LogConfig, recovery_point: int = 0,
@@ -393,75 +396,6 @@ class Log(TransactionalLog):
 
     def latest_offset(self) -> int:
         return self.log_end_offset
-
-    # ---------------------------------------------------------------- retention
-    def delete_old_segments(self) -> int:
-        """Delete segments beyond retention.ms / retention.bytes or below the log start;
-        returns how many were deleted. Never past the high watermark."""
-        if self.config.delete_enabled:
-            return (self._delete_retention_ms_breached() + self._delete_retention_size_breached()
-                    + self._delete_log_start_offset_breached())
-        return self._delete_log_start_offset_breached()
-
-    def _deletable(self, predicate: Callable[[LogSegment, LogSegment | None], bool]) -> list[LogSegment]:
-        hw = self.high_watermark
-        out = []
-        for i, seg in enumerate(self.segments):
-            nxt = self.segments[i + 1] if i + 1 < len(self.segments) else None
-            upper = nxt.base_offset if nxt else self.log_end_offset
-            if nxt is None and seg.size == 0:
-                break
-            if hw >= upper and predicate(seg, nxt):
-                out.append(seg)
-            else:
-                break
-        return out
-
-    def _delete_segments(self, deletable: list[LogSegment]) -> int:
-        if not deletable:
-            return 0
-        if deletable[-1] is self.active_segment:
-            self.roll()  # deleting everything: keep an empty active segment at the LEO
-        self._remove_segments(deletable)
-        self.maybe_increment_log_start_offset(self.segments[0].base_offset)
-        self.producer_state.delete_snapshots_below(self.segments[0].base_offset)
-        return len(deletable)
-
-    def _delete_retention_ms_breached(self) -> int:
-        retention = self.config["retention.ms"]
-        if retention < 0:
-            return 0
-        now = self._now_ms()
-        return self._delete_segments(self._deletable(lambda s, _: now - s.largest_timestamp > retention))
-
-    def _delete_retention_size_breached(self) -> int:
-        limit = self.config["retention.bytes"]
-        size = self.size
-        if limit < 0 or size < limit:
-            return 0
-        diff = [size - limit]
-
-        def predicate(seg: LogSegment, _: LogSegment | None) -> bool:
-            if diff[0] - seg.size >= 0:
-                diff[0] -= seg.size
-                return True
-            return False
-        return self._delete_segments(self._deletable(predicate))
-
-    def _delete_log_start_offset_breached(self) -> int:
-        start = self.log_start_offset
-        return self._delete_segments(self._deletable(lambda s, n: n is not None and n.base_offset <= start))
-
-    def maybe_increment_log_start_offset(self, offset: int) -> bool:
-        """Move the log start forward (retention, DeleteRecords); never beyond the HW/LEO."""
-        if offset <= self.log_start_offset:
-            return False
-        if offset > self.high_watermark:
-            raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE, f"log start {offset} beyond the high watermark")
-        self.log_start_offset = offset
-        self.leader_epoch_cache.truncate_from_start(offset)
-        self.recovery_point = max(self.recovery_point, offset)
-        return True
 
     def _remove_segments(self, segs: list[LogSegment]) -> None:
         ids = {id(s) for s in segs}

@@ -249,8 +249,8 @@ class LogManager:
     def write_high_watermarks(self, high_watermarks: Mapping[TopicPartition, int]) -> None:
         """Write ``replication-offset-checkpoint`` in each dir for the partitions it holds."""
         for d in self.log_dirs:
-            entries = {tp: hw for tp, hw in ((tuple(k), v) for k, v in high_watermarks.items())
-                       if self._log_dir_of.get(tp) == d}  # type: ignore[misc]
+            entries = {tp: hw for tp, hw in ((_as_tp(k), v) for k, v in high_watermarks.items())
+                       if self._log_dir_of.get(tp) == d}
             OffsetCheckpointFile(os.path.join(d, HIGH_WATERMARK_CHECKPOINT)).write(entries)
 
     def read_high_watermarks(self) -> dict[TopicPartition, int]:
@@ -273,3 +273,8 @@ class LogManager:
             with open(os.path.join(d, CLEAN_SHUTDOWN_FILE), "w"):
                 pass
         self._unlock_all()
+
+
+def _as_tp(tp: TopicPartition) -> TopicPartition:
+    """A (topic, partition) key as a plain tuple (callers may pass a NamedTuple)."""
+    return (tp[0], tp[1])
