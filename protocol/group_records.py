@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
-from typing import Union
+from typing import Any, Union
 
 from .errors import KafkaError
 from .schema import BYTES, INT32, INT64, STRING, F, Message, Struct
@@ -122,7 +122,7 @@ Value = Union[OffsetValue, GroupValue]
 
 # --- encoding ------------------------------------------------------------------------
 
-def _with_version(message: Message, version: int, obj: dict) -> bytes:
+def _with_version(message: Message, version: int, obj: dict[str, Any]) -> bytes:
     return _VERSION.pack(version) + message.encode(obj, version)
 
 
