@@ -77,7 +77,7 @@ class KafkaServer:
         self._tasks: list[task.LoopingCall] = []
         self._shutting_down = False
         self._initial_topic_configs: dict[str, dict[str, str]] = {}
-        self.started = defer.Deferred()
+        self.started: defer.Deferred[KafkaServer] = defer.Deferred()
 
     def _in_thread(self, fn, *args, **kwargs) -> defer.Deferred:
         return threads.deferToThreadPool(self.reactor, self.reactor.getThreadPool(), fn, *args, **kwargs)
@@ -246,7 +246,8 @@ class KafkaServer:
             self.broker_epoch = await self._in_thread(self.zk.register_broker, self.broker_info())
         except BrokerIdInUseError as e:
             raise StartupError(str(e)) from None
-        self.ctx.broker_epoch = self.broker_epoch
+        if self.ctx is not None:
+            self.ctx.broker_epoch = self.broker_epoch
         log.info("registered /brokers/ids/%d (broker epoch %d)", self.broker_id, self.broker_epoch)
 
     def _on_new_session(self) -> None:
@@ -272,6 +273,7 @@ class KafkaServer:
         cfg = self.config
         lm = self.log_manager
         rm = self.replica_manager
+        assert lm is not None and rm is not None, "periodic tasks start after the log and replica managers"
         self._every(cfg["log.retention.check.interval.ms"], "retention", lm.cleanup_logs)
         self._every(cfg["replica.high.watermark.checkpoint.interval.ms"], "HW checkpoint",
                     rm.checkpoint_high_watermarks)
@@ -362,8 +364,9 @@ class KafkaServer:
                 if controller_id == self.broker_id and self.controller.is_active:
                     remaining = await defer.ensureDeferred(
                         self.controller.controlled_shutdown(self.broker_id, self.broker_epoch))
-                elif controller_id is not None and cache.endpoint(controller_id, listener) is not None:
-                    host, port = cache.endpoint(controller_id, listener)
+                elif (endpoint := cache.endpoint(controller_id, listener)
+                      if cache is not None and controller_id is not None else None) is not None:
+                    host, port = endpoint
                     client = BrokerClient(self.reactor, host, port, f"broker-{self.broker_id}-shutdown",
                                           request_timeout_ms=int(self.config["request.timeout.ms"])
                                           if "request.timeout.ms" in self.config else 30000)
@@ -401,7 +404,8 @@ def setup_logging(level: str = "INFO") -> None:
         root.addHandler(handler)
     root.setLevel(getattr(logging, level.upper(), logging.INFO))
     logging.getLogger("kazoo").setLevel(logging.WARNING)
-    globalLogBeginner.beginLoggingTo([STDLibLogObserver(name="twisted")], redirectStandardIO=False)
+    globalLogBeginner.beginLoggingTo([STDLibLogObserver(name="twisted")],  # type: ignore[list-item]
+                                     redirectStandardIO=False)  # (it is an ILogObserver by @implementer)
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -429,7 +433,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"Error: {e}", file=sys.stderr)
         return 1
     setup_logging()
-    from twisted.internet import reactor
+    from twisted.internet import reactor as installed_reactor
+    reactor: Any = installed_reactor  # the module's type hides the installed reactor's interfaces
 
     server = KafkaServer(config, reactor)
     exit_code = [0]

@@ -86,7 +86,6 @@ class Throttler:
     def __init__(self, target: float, start: float) -> None:
         self.target = target
         self.start = start
-        self.sleep_ns = 1e9 / target if target > 0 else 0
 
     def throttle(self, sent: int, now: float) -> None:
         if self.target <= 0:

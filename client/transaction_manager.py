@@ -310,9 +310,6 @@ class TransactionManager:
                                      TxnState.ABORTING_TRANSACTION, TxnState.ABORTABLE_ERROR)
             return ongoing and (bool(self._queue) or bool(self.new_partitions))
 
-    def is_completing(self) -> bool:
-        return self.state in (TxnState.COMMITTING_TRANSACTION, TxnState.ABORTING_TRANSACTION)
-
     def next_request(self, now: float, has_incomplete_batches: bool) -> TxnRequest | None:
         """The next request to send now (popped), or None."""
         with self._lock:

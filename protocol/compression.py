@@ -10,6 +10,7 @@ codec id, CORRUPT_MESSAGE for data that does not decode. cramjam does the work.
 from __future__ import annotations
 
 import struct
+from typing import Any, Callable
 
 import cramjam
 
@@ -105,7 +106,7 @@ def compress(codec: int, data: _BytesLike) -> bytes:
     raise KafkaError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, f"codec id {codec}")
 
 
-_DECOMPRESSORS = {
+_DECOMPRESSORS: dict[int, Callable[[bytes | bytearray | memoryview], Any]] = {
     GZIP: cramjam.gzip.decompress,
     SNAPPY: _snappy_decompress,
     LZ4: cramjam.lz4.decompress,

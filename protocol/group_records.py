@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
-from typing import Union
+from typing import Any, Union
 
 from .errors import KafkaError
 from .schema import BYTES, INT32, INT64, STRING, F, Message, Struct
@@ -122,7 +122,7 @@ Value = Union[OffsetValue, GroupValue]
 
 # --- encoding ------------------------------------------------------------------------
 
-def _with_version(message: Message, version: int, obj: dict) -> bytes:
+def _with_version(message: Message, version: int, obj: dict[str, Any]) -> bytes:
     return _VERSION.pack(version) + message.encode(obj, version)
 
 
@@ -187,10 +187,6 @@ def _decode(message: Message, version: int, body: bytes) -> Struct:
         return message.decode(body, version)
     except KafkaError as exc:
         raise GroupRecordError(f"{message.name} v{version}: {exc}") from None
-
-
-def key_version(key: bytes | bytearray | memoryview) -> int:
-    return _split(key, "key")[0]
 
 
 def is_offset_commit_key(key: bytes | bytearray | memoryview | None) -> bool:

@@ -106,7 +106,7 @@ def decode_request_header(frame: bytes | bytearray | memoryview) -> tuple[Reques
     return RequestHeader(api_key, api_version, correlation_id, client_id), offset
 
 
-def _uvarint_at(buf, offset: int) -> tuple[int, int]:
+def _uvarint_at(buf: bytes | bytearray | memoryview, offset: int) -> tuple[int, int]:
     """Unsigned varint (max 5 bytes) at ``offset`` -> (value, next offset)."""
     value = 0
     for shift in range(0, 35, 7):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import struct
 import uuid
-from typing import Any
+from typing import IO, Any
 
 from construct import (
     Construct,
@@ -52,11 +52,11 @@ _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 
 
-class FormatError(ConstructError):
+class FormatError(ConstructError):  # type: ignore[misc]  # construct is untyped
     """Malformed or truncated Kafka primitive."""
 
 
-def read_exact(stream, n: int) -> bytes:
+def read_exact(stream: IO[bytes], n: int) -> bytes:
     """Read exactly ``n`` bytes or raise FormatError."""
     if n < 0:
         raise FormatError(f"negative length {n}")
@@ -70,7 +70,7 @@ def read_exact(stream, n: int) -> bytes:
 # varints
 # ---------------------------------------------------------------------------
 
-def read_uvarint(stream, max_bytes: int = 5) -> int:
+def read_uvarint(stream: IO[bytes], max_bytes: int = 5) -> int:
     """Read an unsigned LEB128 varint of at most ``max_bytes`` bytes (5 = 32 bit)."""
     value = 0
     shift = 0
@@ -101,7 +101,7 @@ def encode_uvarint(value: int) -> bytes:
     return bytes(out)
 
 
-def write_uvarint(stream, value: int) -> None:
+def write_uvarint(stream: IO[bytes], value: int) -> None:
     stream.write(encode_uvarint(value))
 
 
@@ -113,7 +113,7 @@ def zigzag_decode(value: int) -> int:
     return (value >> 1) ^ -(value & 1)
 
 
-class UVarInt(Construct):
+class UVarInt(Construct):  # type: ignore[misc]  # construct is untyped
     """Unsigned varint (LEB128); 5 bytes max for 32-bit values, 10 for 64-bit."""
 
     def __init__(self, bits: int = 32):
@@ -121,20 +121,20 @@ class UVarInt(Construct):
         self.bits = bits
         self.max_bytes = (bits + 6) // 7
 
-    def _parse(self, stream, context, path):
+    def _parse(self, stream: IO[bytes], context: Any, path: str) -> Any:
         value = read_uvarint(stream, self.max_bytes)
         if value >> self.bits:
             raise FormatError(f"varint exceeds {self.bits} bits")
         return value
 
-    def _build(self, obj, stream, context, path):
+    def _build(self, obj: Any, stream: IO[bytes], context: Any, path: str) -> Any:
         if not 0 <= obj < (1 << self.bits):
             raise FormatError(f"uvarint{self.bits} out of range: {obj}")
         stream.write(encode_uvarint(obj))
         return obj
 
 
-class ZigZagVarInt(Construct):
+class ZigZagVarInt(Construct):  # type: ignore[misc]  # construct is untyped
     """Signed zig-zag varint (``bits=32``: VARINT, ``bits=64``: VARLONG)."""
 
     def __init__(self, bits: int):
@@ -142,13 +142,13 @@ class ZigZagVarInt(Construct):
         self.bits = bits
         self.max_bytes = (bits + 6) // 7
 
-    def _parse(self, stream, context, path):
+    def _parse(self, stream: IO[bytes], context: Any, path: str) -> Any:
         raw = read_uvarint(stream, self.max_bytes)
         if raw >> self.bits:
             raise FormatError(f"varint exceeds {self.bits} bits")
         return zigzag_decode(raw)
 
-    def _build(self, obj, stream, context, path):
+    def _build(self, obj: Any, stream: IO[bytes], context: Any, path: str) -> Any:
         limit = 1 << (self.bits - 1)
         if not -limit <= obj < limit:
             raise FormatError(f"varint{self.bits} out of range: {obj}")
@@ -173,16 +173,19 @@ VARLONG = ZigZagVarInt(64)
 # length-prefixed values
 # ---------------------------------------------------------------------------
 
-def _read_length(stream, compact: bool, wide: bool) -> int:
+def _read_length(stream: IO[bytes], compact: bool, wide: bool) -> int:
     """Length prefix: -1 means null. Classic: int16 (strings) / int32 (bytes, arrays)."""
     if compact:
         return read_uvarint(stream) - 1
+    n: int
     if wide:
-        return _I32.unpack(read_exact(stream, 4))[0]
-    return _I16.unpack(read_exact(stream, 2))[0]
+        (n,) = _I32.unpack(read_exact(stream, 4))
+    else:
+        (n,) = _I16.unpack(read_exact(stream, 2))
+    return n
 
 
-def _write_length(stream, n: int, compact: bool, wide: bool) -> None:
+def _write_length(stream: IO[bytes], n: int, compact: bool, wide: bool) -> None:
     if compact:
         stream.write(encode_uvarint(n + 1))
     elif wide:
@@ -191,7 +194,7 @@ def _write_length(stream, n: int, compact: bool, wide: bool) -> None:
         stream.write(_I16.pack(n))
 
 
-class _LengthPrefixed(Construct):
+class _LengthPrefixed(Construct):  # type: ignore[misc]  # construct is untyped
     wide = True
 
     def __init__(self, nullable: bool = False, compact: bool = False):
@@ -199,7 +202,7 @@ class _LengthPrefixed(Construct):
         self.nullable = nullable
         self.compact = compact
 
-    def _length(self, stream) -> int | None:
+    def _length(self, stream: IO[bytes]) -> int | None:
         n = _read_length(stream, self.compact, self.wide)
         if n < 0:
             if n == -1 and self.nullable:
@@ -208,7 +211,7 @@ class _LengthPrefixed(Construct):
                               f"{type(self).__name__}")
         return n
 
-    def _null(self, stream) -> None:
+    def _null(self, stream: IO[bytes]) -> None:
         if not self.nullable:
             raise FormatError(f"null given for non-nullable {type(self).__name__}")
         _write_length(stream, -1, self.compact, self.wide)
@@ -219,13 +222,13 @@ class KafkaString(_LengthPrefixed):
 
     wide = False
 
-    def _parse(self, stream, context, path):
+    def _parse(self, stream: IO[bytes], context: Any, path: str) -> Any:
         n = self._length(stream)
         if n is None:
             return None
         return read_exact(stream, n).decode("utf-8")
 
-    def _build(self, obj, stream, context, path):
+    def _build(self, obj: Any, stream: IO[bytes], context: Any, path: str) -> Any:
         if obj is None:
             self._null(stream)
             return obj
@@ -248,13 +251,13 @@ class KafkaBytes(_LengthPrefixed):
     Parses to ``bytes``; builds from any bytes-like object without re-encoding it.
     """
 
-    def _parse(self, stream, context, path):
+    def _parse(self, stream: IO[bytes], context: Any, path: str) -> Any:
         n = self._length(stream)
         if n is None:
             return None
         return read_exact(stream, n)
 
-    def _build(self, obj, stream, context, path):
+    def _build(self, obj: Any, stream: IO[bytes], context: Any, path: str) -> Any:
         if obj is None:
             self._null(stream)
             return obj
@@ -271,7 +274,7 @@ class KafkaArray(_LengthPrefixed):
         super().__init__(nullable, compact)
         self.element = element
 
-    def _parse(self, stream, context, path):
+    def _parse(self, stream: IO[bytes], context: Any, path: str) -> Any:
         n = self._length(stream)
         if n is None:
             return None
@@ -280,7 +283,7 @@ class KafkaArray(_LengthPrefixed):
         # missing element instead of allocating a huge list up front.
         return [parse(stream, context, path) for _ in range(n)]
 
-    def _build(self, obj, stream, context, path):
+    def _build(self, obj: Any, stream: IO[bytes], context: Any, path: str) -> Any:
         if obj is None:
             self._null(stream)
             return obj
@@ -293,13 +296,13 @@ class KafkaArray(_LengthPrefixed):
         return obj
 
 
-class Uuid(Construct):
+class Uuid(Construct):  # type: ignore[misc]  # construct is untyped
     """UUID: 16 raw bytes, as ``uuid.UUID`` (bytes-like of length 16 also accepted)."""
 
-    def _parse(self, stream, context, path):
+    def _parse(self, stream: IO[bytes], context: Any, path: str) -> Any:
         return uuid.UUID(bytes=read_exact(stream, 16))
 
-    def _build(self, obj, stream, context, path):
+    def _build(self, obj: Any, stream: IO[bytes], context: Any, path: str) -> Any:
         if isinstance(obj, uuid.UUID):
             data = obj.bytes
         elif isinstance(obj, (bytes, bytearray, memoryview)):
@@ -315,22 +318,22 @@ class Uuid(Construct):
 UUID_TYPE = Uuid()
 
 
-class TaggedFields(Construct):
+class TaggedFields(Construct):  # type: ignore[misc]  # construct is untyped
     """A tagged-field section: uvarint count, then (uvarint tag, uvarint size, bytes).
 
     Standalone it parses to ``{tag: raw_bytes}`` and builds from such a dict (sorted by
     tag); the schema layer decodes known tags with their own types.
     """
 
-    def _parse(self, stream, context, path):
+    def _parse(self, stream: IO[bytes], context: Any, path: str) -> Any:
         return read_tagged_section(stream)
 
-    def _build(self, obj, stream, context, path):
+    def _build(self, obj: Any, stream: IO[bytes], context: Any, path: str) -> Any:
         write_tagged_section(stream, sorted((obj or {}).items()))
         return obj
 
 
-def read_tagged_section(stream) -> dict[int, bytes]:
+def read_tagged_section(stream: IO[bytes]) -> dict[int, bytes]:
     count = read_uvarint(stream)
     fields: dict[int, bytes] = {}
     for _ in range(count):
@@ -340,7 +343,7 @@ def read_tagged_section(stream) -> dict[int, bytes]:
     return fields
 
 
-def write_tagged_section(stream, items: list[tuple[int, bytes]]) -> None:
+def write_tagged_section(stream: IO[bytes], items: list[tuple[int, bytes]]) -> None:
     stream.write(encode_uvarint(len(items)))
     for tag, data in items:
         stream.write(encode_uvarint(tag))

@@ -88,17 +88,17 @@ def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHead
     return BatchHeader(*_HEADER.unpack_from(buf, pos))
 
 
-def peek_offset_and_length(buf, pos: int = 0) -> tuple[int, int]:
+def peek_offset_and_length(buf: bytes | bytearray | memoryview, pos: int = 0) -> tuple[int, int]:
     """(baseOffset, batchLength) of the batch at ``pos`` (needs 12 bytes)."""
     return _OFFSET_LENGTH.unpack_from(buf, pos)
 
 
-def compute_crc(buf, pos: int, size: int) -> int:
+def compute_crc(buf: bytes | bytearray | memoryview, pos: int, size: int) -> int:
     """CRC32C of the batch at ``pos`` of total ``size`` bytes, as stored in its header."""
     return crc32c(memoryview(buf)[pos + CRC_START:pos + size])
 
 
-def validate(buf, pos: int = 0, max_size: int | None = None) -> BatchHeader:
+def validate(buf: bytes | bytearray | memoryview, pos: int = 0, max_size: int | None = None) -> BatchHeader:
     """Check one batch at ``pos`` as a broker does before appending it.
 
     Raises KafkaError(CORRUPT_MESSAGE) for a truncated, mis-sized or CRC-failing
@@ -122,7 +122,7 @@ def validate(buf, pos: int = 0, max_size: int | None = None) -> BatchHeader:
     return header
 
 
-def iter_headers(buf, pos: int = 0, end: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
+def iter_headers(buf: bytes | bytearray | memoryview, pos: int = 0, end: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
     """(position, header) of each complete batch in ``buf[pos:end]``; stops at a partial tail."""
     end = len(buf) if end is None else end
     while end - pos >= HEADER_SIZE:

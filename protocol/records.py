@@ -63,7 +63,7 @@ def encode_varint(n: int) -> bytes:
     return _encode_unsigned((n << 1) if n >= 0 else ((-n) << 1) - 1)
 
 
-def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
+def _read_varint(data: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:
     """(value, next position) of the zig-zag varint at ``pos`` (any length)."""
     result = 0
     shift = 0
@@ -184,7 +184,7 @@ class BatchBuilder:
         """The complete batch: 61-byte header, CRC32C, (compressed) records section."""
         if not self._count:
             raise ValueError("cannot build an empty batch")
-        records = self._buf
+        records: bytes | bytearray = self._buf
         if self.compression != NONE:
             records = compress(self.compression, records)
         attributes = self.compression | (record_batch.TRANSACTIONAL_MASK if self.is_transactional else 0)
@@ -278,6 +278,7 @@ def _decode_records(data: bytes, pos: int, end: int, count: int, base_offset: in
                 value = data[pos:pos + vlen]
                 pos += vlen
             b = data[pos]
+            headers: list[tuple[str, bytes | None]]
             if b == 0:
                 headers = []
                 pos += 1

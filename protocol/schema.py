@@ -14,7 +14,7 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass, field as dc_field
 from enum import Enum
-from typing import Any, Mapping, Sequence, Union
+from typing import IO, Any, Mapping, Sequence, Union
 
 from construct import Construct, Float64b, Flag, Int8sb, Int16sb, Int16ub, Int32sb, Int32ub, Int64sb
 
@@ -165,7 +165,7 @@ def F(name: str, type: FieldType, versions: str = "0+", *, nullable: str | None 
 # decoded values
 # ---------------------------------------------------------------------------
 
-class Struct(dict):
+class Struct(dict[str, Any]):
     """A decoded struct: a dict with attribute access (``s.topics[0].name``)."""
 
     __slots__ = ()
@@ -198,7 +198,7 @@ def _copy_default(value: Any) -> Any:
 @dataclass
 class _Slot:
     name: str
-    con: Construct | None
+    con: Construct          # None only in the slot of a field absent at this version
     default: Any           # value template; copied for mutable values
     mutable: bool
     tag: int | None = None
@@ -207,7 +207,14 @@ class _Slot:
         return _copy_default(self.default) if self.mutable else self.default
 
 
-class KafkaStruct(Construct):
+def _tag_of(slot: _Slot) -> int:
+    """The tag number of a tagged field's slot (only tagged slots are asked)."""
+    if slot.tag is None:
+        raise ValueError(f"field {slot.name!r} is not tagged")
+    return slot.tag
+
+
+class KafkaStruct(Construct):  # type: ignore[misc]  # construct is untyped
     """One struct at one version: wire fields in order, then (flexible) tagged fields."""
 
     def __init__(self, wire: list[_Slot], absent: list[_Slot], tagged: list[_Slot],
@@ -215,11 +222,11 @@ class KafkaStruct(Construct):
         super().__init__()
         self.wire = wire
         self.absent = absent
-        self.tagged = sorted(tagged, key=lambda s: s.tag)
-        self.tagged_by_number = {s.tag: s for s in self.tagged}
+        self.tagged = sorted(tagged, key=_tag_of)
+        self.tagged_by_number = {_tag_of(s): s for s in self.tagged}
         self.flexible = flexible
 
-    def _parse(self, stream, context, path):
+    def _parse(self, stream: IO[bytes], context: Any, path: str) -> Any:
         result = Struct()
         for slot in self.wire:
             result[slot.name] = slot.con._parse(stream, context, path)
@@ -229,12 +236,12 @@ class KafkaStruct(Construct):
             for slot in self.tagged:
                 result[slot.name] = slot.fresh_default()
             for tag, raw in read_tagged_section(stream).items():
-                slot = self.tagged_by_number.get(tag)
-                if slot is not None:  # unknown tags are skipped, as Kafka does
-                    result[slot.name] = _parse_exact(slot.con, raw)
+                known = self.tagged_by_number.get(tag)
+                if known is not None:  # unknown tags are skipped, as Kafka does
+                    result[known.name] = _parse_exact(known.con, raw)
         return result
 
-    def _build(self, obj, stream, context, path):
+    def _build(self, obj: Any, stream: IO[bytes], context: Any, path: str) -> Any:
         get = obj.get
         for slot in self.wire:
             value = get(slot.name, _MISSING)
@@ -247,7 +254,7 @@ class KafkaStruct(Construct):
             except Exception as exc:
                 raise EncodeError(f"field {slot.name!r}: {exc}") from exc
         if self.flexible:
-            items = []
+            items: list[tuple[int, bytes]] = []
             for slot in self.tagged:
                 value = get(slot.name, _MISSING)
                 if value is _MISSING or value == slot.default:
@@ -259,7 +266,7 @@ class KafkaStruct(Construct):
                     raise
                 except Exception as exc:
                     raise EncodeError(f"tagged field {slot.name!r}: {exc}") from exc
-                items.append((slot.tag, sub.getvalue()))
+                items.append((_tag_of(slot), sub.getvalue()))
             write_tagged_section(stream, items)
         return obj
 
@@ -392,7 +399,7 @@ class Message:
             raise EncodeError(f"{self.name} v{version}: {exc}") from exc
         return stream.getvalue()
 
-    def encode_into(self, stream, obj: Mapping[str, Any], version: int) -> None:
+    def encode_into(self, stream: IO[bytes], obj: Mapping[str, Any], version: int) -> None:
         """Encode straight into a writable binary stream (e.g. after a header)."""
         try:
             self.construct(version)._build(obj, stream, None, self.name)
@@ -417,7 +424,7 @@ class Message:
         if offset:
             stream.seek(offset)
         try:
-            result = con._parse(stream, None, self.name)
+            result: Struct = con._parse(stream, None, self.name)
         except KafkaError:
             raise
         except Exception as exc:  # construct, struct, unicode, overflow...

@@ -115,7 +115,8 @@ def _decode(message: Message, version: int, body: bytes) -> Struct:
 
 def decode_txn_key(key: bytes | bytearray | memoryview) -> str:
     version, body = _split(key, "key")
-    return _decode(TransactionLogKey, version, body).transactional_id
+    transactional_id: str = _decode(TransactionLogKey, version, body).transactional_id
+    return transactional_id
 
 
 def decode_txn_value(value: bytes | bytearray | memoryview) -> TxnValue:

@@ -1,222 +1,52 @@
-"""KafkaZkClient: the broker's and controller's blocking wrapper around one kazoo session.
+"""KafkaZkClient: the broker's and controller's Kafka operations on ZooKeeper's znodes.
 
 Invariant: every method blocks (call it off the reactor thread, e.g. through
 ``deferToThread``); every write the controller makes after its election is a
 ``multi(check(/controller_epoch, epoch_zk_version), op)``, so a controller that
 lost its epoch can never change ZooKeeper (the failed check raises
-``ControllerMovedError``). Watches are one-shot kazoo watches delivered as
-zero-argument callbacks on a kazoo thread; session-reset pseudo events are not
-delivered (callers re-register after ``on_new_session``). Data is encoded and
-decoded only through ``odradek.zk.znodes``. ``retry(fn)`` is Kafka's
-ZooKeeperClient behaviour: a call that fails with connection loss waits for the
-reconnection and runs again, but never across a session expiry (it then raises
-``SessionExpiredError``: the caller's session-level handling takes over).
+``ControllerMovedError``). Data is encoded and decoded only through
+``odradek.zk.znodes``. The session, watch and connection-loss retry rules are those of
+``odradek.zk.zookeeper_client.ZooKeeperClient``, which this class extends (callers
+re-register their watches after ``on_new_session``).
 """
 from __future__ import annotations
 
 import logging
 import threading
 import time
-from typing import Callable
+from typing import Callable, Iterable
 
-from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import (BadVersionError, ConnectionLoss, NodeExistsError, NoNodeError,
-                              OperationTimeoutError, SessionExpiredError)
-from kazoo.protocol.states import EventType, KeeperState
+                              NotEmptyError, OperationTimeoutError, SessionExpiredError)
 
 from odradek.zk import znodes as zn
-from odradek.zk.controller_zk import ControllerMovedError, ControllerZkWrites, Watch
-from odradek.zk.znodes import BrokerInfo
+from odradek.zk.znodes import BrokerInfo, LeaderIsrAndControllerEpoch
+from odradek.zk.zookeeper_client import RETRIABLE_ERRORS, Watch, ZooKeeperClient
 
 log = logging.getLogger(__name__)
 
+TopicPartition = tuple[str, int]
 
 
-RETRIABLE_ERRORS = (ConnectionLoss, OperationTimeoutError)
+class ControllerMovedError(Exception):
+    """The controller epoch check failed (or the election lost): another controller is active."""
 
 
 class BrokerIdInUseError(Exception):
     """Another live broker holds /brokers/ids/<id>."""
 
 
-_WRAPPERS: dict = {}
-_WRAPPERS_LOCK = threading.Lock()
+class UpdateResult:
+    """Outcome of a conditional batch update of partition state znodes."""
+
+    def __init__(self) -> None:
+        self.succeeded: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
+        self.bad_version: list[TopicPartition] = []   # retry after re-reading
+        self.failed: dict[TopicPartition, Exception] = {}
 
 
-def _wrap(watch: Watch | None):
-    """The kazoo watcher for ``watch``; the same callable always gets the same watcher, so
-    re-registering a watch does not make kazoo call it twice."""
-    if watch is None:
-        return None
-    with _WRAPPERS_LOCK:
-        w = _WRAPPERS.get(watch)
-        if w is None:
-            w = _WRAPPERS[watch] = _make_watcher(watch)
-        return w
-
-
-def _make_watcher(watch: Watch, dropped: Callable[[Watch], None] | None = None):
-    def fire(event) -> None:
-        if event is not None and event.type == EventType.NONE:
-            # kazoo drops every watch on a connection loss too (NONE in state CONNECTING) and
-            # never restores them (no SetWatches): ``dropped`` re-tells the owner once the
-            # SAME session reconnects. A session reset: the caller re-registers on the new one.
-            if dropped is not None and event.state == KeeperState.CONNECTING:
-                dropped(watch)
-            return
-        try:
-            watch()
-        except Exception:  # pragma: no cover - never kill kazoo's callback thread
-            log.exception("watch callback failed")
-    return fire
-
-
-class KafkaZkClient(ControllerZkWrites):
-    """Kafka's KafkaZkClient over kazoo (blocking); the controller's writes are mixed in from
-    ``zk/controller_zk.py``."""
-
-    def __init__(self, connect: str, session_timeout_ms: int = 18000,
-                 connection_timeout_ms: int | None = None):
-        self.connect = connect
-        self.session_timeout_ms = session_timeout_ms
-        self.connection_timeout_ms = connection_timeout_ms or session_timeout_ms
-        self.kazoo = KazooClient(hosts=connect, timeout=session_timeout_ms / 1000.0)
-        self._new_session_callbacks: list[Callable[[], None]] = []
-        self._expired_callbacks: list[Callable[[], None]] = []
-        self._lost = False
-        self._closing = False
-        self._connected = threading.Event()
-        self._session_generation = 0          # bumped on every session loss
-        self._wrappers: dict = {}             # watch -> its kazoo watcher (one per callable)
-        self._dropped: set = set()            # watches kazoo dropped on a connection loss
-        self._suspend_generation = -1         # session generation of the last connection loss
-        self.kazoo.add_listener(self._state_listener)
-
-    # ------------------------------------------------------------ lifecycle
-
-    def start(self, timeout: float = 30.0) -> None:
-        self.kazoo.start(timeout=timeout)
-
-    def close(self) -> None:
-        self._closing = True
-        try:
-            self.kazoo.stop()
-        finally:
-            self.kazoo.close()
-
-    @property
-    def session_id(self) -> int | None:
-        cid = self.kazoo.client_id
-        return cid[0] if cid else None
-
-    def on_new_session(self, callback: Callable[[], None]) -> None:
-        """``callback()`` runs on a fresh thread once a new session replaced an expired one."""
-        self._new_session_callbacks.append(callback)
-
-    def on_session_expired(self, callback: Callable[[], None]) -> None:
-        """``callback()`` runs on a fresh thread when the session is lost (not on close())."""
-        self._expired_callbacks.append(callback)
-
-    def _wrap(self, watch: Watch | None):
-        """The kazoo watcher for ``watch`` (the same callable always gets the same watcher, so
-        re-registering a watch does not make kazoo call it twice)."""
-        if watch is None:
-            return None
-        with _WRAPPERS_LOCK:
-            w = self._wrappers.get(watch)
-            if w is None:
-                w = self._wrappers[watch] = _make_watcher(watch, self._watch_dropped)
-            return w
-
-    def _watch_dropped(self, watch: Watch) -> None:
-        """kazoo dropped ``watch`` on a connection loss: call it once the same session is
-        connected again (its handler re-reads the znode and re-arms the watch); forget it if
-        the session is lost instead."""
-        with _WRAPPERS_LOCK:
-            if self._suspend_generation != self._session_generation:
-                return
-            if not self.kazoo.connected:
-                self._dropped.add(watch)
-                return
-        self._spawn_watches([watch])
-
-    def _spawn_watches(self, watches) -> None:
-        def run() -> None:
-            for w in watches:
-                self._run_callback(w)
-        threading.Thread(target=run, daemon=True, name="zk-dropped-watches").start()
-
-    def _state_listener(self, state: str) -> None:
-        # Called on kazoo's connection thread: must not block, so spawn.
-        if state == KazooState.CONNECTED:
-            self._connected.set()
-        else:
-            self._connected.clear()
-        if state == KazooState.LOST:
-            self._session_generation += 1
-        with _WRAPPERS_LOCK:
-            if state == KazooState.SUSPENDED:
-                self._suspend_generation = self._session_generation
-                dropped = None
-            else:
-                dropped, self._dropped = self._dropped, set()
-        if dropped and state == KazooState.CONNECTED and not self._lost and not self._closing:
-            self._spawn_watches(dropped)
-        if self._closing:
-            self._connected.set()             # wake retry loops: they see _closing and give up
-            return
-        if state == KazooState.LOST:
-            self._lost = True
-            callbacks = list(self._expired_callbacks)
-        elif state == KazooState.CONNECTED and self._lost:
-            self._lost = False
-            callbacks = list(self._new_session_callbacks)
-        else:
-            return
-        for cb in callbacks:
-            threading.Thread(target=self._run_callback, args=(cb,), daemon=True,
-                             name="zk-session-callback").start()
-
-    @staticmethod
-    def _run_callback(cb: Callable[[], None]) -> None:
-        try:
-            cb()
-        except Exception:
-            log.exception("session callback failed")
-
-    # ------------------------------------------------------------ connection-loss retries
-
-    def wait_connected(self, timeout: float | None = None) -> bool:
-        """Block until the client is connected (True) or ``timeout`` passed / closing (False)."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while not self._closing:
-            if self.kazoo.connected:
-                return True
-            left = 1.0 if deadline is None else min(1.0, deadline - time.monotonic())
-            if left <= 0:
-                return False
-            self._connected.wait(left)
-        return False
-
-    def retry(self, fn: Callable, *args, **kwargs):
-        """``fn(*args, **kwargs)``, run again after every connection loss once reconnected.
-
-        Raises ``SessionExpiredError`` if the session was lost meanwhile (no retry on a new
-        session: the caller's expiry handling decides), and the last error when closing.
-        """
-        generation = self._session_generation
-        while True:
-            try:
-                return fn(*args, **kwargs)
-            except RETRIABLE_ERRORS as exc:
-                if self._closing:
-                    raise
-                log.info("ZooKeeper call %s failed (%s); retrying once reconnected",
-                         getattr(fn, "__name__", fn), type(exc).__name__)
-                if not self.wait_connected():
-                    raise
-                if self._session_generation != generation:
-                    raise SessionExpiredError("session expired while retrying") from exc
+class KafkaZkClient(ZooKeeperClient):
+    """Kafka's KafkaZkClient over kazoo (blocking)."""
 
     def wait_for_broker_registration(self, broker_id: int, should_stop: Callable[[], bool]
                                      ) -> int | None:
@@ -242,28 +72,6 @@ class KafkaZkClient(ControllerZkWrites):
                 return stat.czxid
             changed.wait(1.0)   # wakes on the znode's creation; re-checks should_stop each second
         return None
-
-    # ------------------------------------------------------------ generic
-
-    def exists(self, path: str, watch: Watch | None = None):
-        return self.kazoo.exists(path, watch=self._wrap(watch))
-
-    def get_children(self, path: str, watch: Watch | None = None) -> list[str]:
-        try:
-            return self.kazoo.get_children(path, watch=self._wrap(watch))
-        except NoNodeError:
-            if watch is not None:  # still learn when it appears
-                self.kazoo.exists(path, watch=self._wrap(watch))
-            return []
-
-    def get_data(self, path: str, watch: Watch | None = None):
-        """(data, stat) or (None, None) when absent; a watch is kept either way."""
-        try:
-            return self.kazoo.get(path, watch=self._wrap(watch))
-        except NoNodeError:
-            if watch is not None:
-                self.kazoo.exists(path, watch=self._wrap(watch))
-            return None, None
 
     def create_persistent_paths(self) -> None:
         for path in zn.PERSISTENT_PATHS:
@@ -435,3 +243,195 @@ class KafkaZkClient(ControllerZkWrites):
                 self.kazoo.delete(zn.ControllerZNode.path, version=stat.version)
             except (NoNodeError, BadVersionError):
                 pass
+
+    # ------------------------------------------------------------ epoch-checked writes
+
+    def _checked(self, epoch_zk_version: int, ops: list[tuple], wait: bool = True):
+        """Run ``multi(check(/controller_epoch), *ops)``; return the op results (or async)."""
+        txn = self.kazoo.transaction()
+        txn.check(zn.ControllerEpochZNode.path, epoch_zk_version)
+        for op in ops:
+            getattr(txn, op[0])(*op[1:])
+        return txn.commit() if wait else txn.commit_async()
+
+    @staticmethod
+    def _unwrap(results: list) -> list:
+        """Raise ControllerMovedError if the epoch check failed; else the ops' results."""
+        if isinstance(results[0], BadVersionError) or isinstance(results[0], NoNodeError):
+            raise ControllerMovedError("controller epoch zk version changed")
+        return results[1:]
+
+    def _checked_one(self, epoch_zk_version: int, op: tuple):
+        results = self._unwrap(self._checked(epoch_zk_version, [op]))
+        res = results[0]
+        if isinstance(res, Exception):
+            raise res
+        return res
+
+    def _checked_many(self, epoch_zk_version: int, ops: dict) -> dict:
+        """Pipeline one checked multi per key; {key: result or Exception}."""
+        pending = {k: self._checked(epoch_zk_version, [op], wait=False) for k, op in ops.items()}
+        out = {}
+        moved = False
+        for k, res in pending.items():
+            results = res.get()
+            if isinstance(results[0], (BadVersionError, NoNodeError)):
+                moved = True
+                continue
+            out[k] = results[1]
+        if moved:
+            raise ControllerMovedError("controller epoch zk version changed")
+        return out
+
+    # ------------------------------------------------------------ topics and partitions
+
+    def get_all_topics(self, watch: Watch | None = None) -> set[str]:
+        return set(self.get_children(zn.TopicsZNode.path, watch))
+
+    def get_replica_assignment(self, topics: Iterable[str],
+                               watch_factory: Callable[[str], Watch] | None = None
+                               ) -> dict[TopicPartition, list[int]]:
+        """{(t, p): replicas}; ``watch_factory(topic)`` gives a data watch per topic znode."""
+        pending = []
+        for t in topics:
+            watch = self._wrap(watch_factory(t)) if watch_factory else None
+            pending.append((t, self.kazoo.get_async(zn.TopicZNode.path(t), watch=watch)))
+        out: dict[TopicPartition, list[int]] = {}
+        for t, res in pending:
+            try:
+                data, _ = res.get()
+            except NoNodeError:
+                continue
+            for p, replicas in zn.TopicZNode.decode(data).items():
+                out[(t, p)] = replicas
+        return out
+
+    def get_partition_states(self, partitions: Iterable[TopicPartition]
+                             ) -> dict[TopicPartition, LeaderIsrAndControllerEpoch]:
+        pending = [(tp, self.kazoo.get_async(zn.TopicPartitionStateZNode.path(*tp)))
+                   for tp in partitions]
+        out = {}
+        for tp, res in pending:
+            try:
+                data, stat = res.get()
+            except NoNodeError:
+                continue
+            out[tp] = zn.TopicPartitionStateZNode.decode(data, stat.version)
+        return out
+
+    def create_partition_states(self, states: dict[TopicPartition, LeaderIsrAndControllerEpoch],
+                                epoch_zk_version: int) -> dict[TopicPartition, Exception | None]:
+        """Create .../partitions[/p]/state (epoch-checked); {tp: None on success or the error}."""
+        topics = {t for t, _ in states}
+        parents = {("t", t): ("create", zn.TopicPartitionsZNode.path(t), b"") for t in topics}
+        parents.update({("p", tp): ("create", zn.TopicPartitionZNode.path(*tp), b"") for tp in states})
+        for key in [k for k in parents if k[0] == "t"]:
+            self._checked_many(epoch_zk_version, {key: parents[key]})
+        self._checked_many(epoch_zk_version, {k: v for k, v in parents.items() if k[0] == "p"})
+        ops = {tp: ("create", zn.TopicPartitionStateZNode.path(*tp),
+                    zn.TopicPartitionStateZNode.encode(s)) for tp, s in states.items()}
+        results = self._checked_many(epoch_zk_version, ops)
+        return {tp: (r if isinstance(r, Exception) else None) for tp, r in results.items()}
+
+    def update_partition_states_conditionally(
+            self, states: dict[TopicPartition, LeaderIsrAndControllerEpoch],
+            epoch_zk_version: int) -> UpdateResult:
+        """setData each state znode at its ``zk_version`` (epoch-checked)."""
+        ops = {tp: ("set_data", zn.TopicPartitionStateZNode.path(*tp),
+                    zn.TopicPartitionStateZNode.encode(s), s.zk_version) for tp, s in states.items()}
+        out = UpdateResult()
+        for tp, r in self._checked_many(epoch_zk_version, ops).items():
+            if isinstance(r, BadVersionError):
+                out.bad_version.append(tp)
+            elif isinstance(r, Exception):
+                out.failed[tp] = r
+            else:
+                s = states[tp]
+                out.succeeded[tp] = LeaderIsrAndControllerEpoch(
+                    s.leader, s.leader_epoch, list(s.isr), s.controller_epoch, r.version)
+        return out
+
+    # ------------------------------------------------------------ topic deletion
+
+    def get_topic_deletions(self, watch: Watch | None = None) -> list[str]:
+        return sorted(self.get_children(zn.DeleteTopicsZNode.path, watch))
+
+    def _delete_recursive(self, path: str, epoch_zk_version: int) -> None:
+        try:
+            children = self.kazoo.get_children(path)
+        except NoNodeError:
+            return
+        for c in children:
+            self._delete_recursive(f"{path}/{c}", epoch_zk_version)
+        try:
+            self._checked_one(epoch_zk_version, ("delete", path))
+        except NoNodeError:
+            pass
+        except NotEmptyError:  # a child appeared meanwhile
+            self._delete_recursive(path, epoch_zk_version)
+
+    def delete_topic_znodes(self, topic: str, epoch_zk_version: int) -> None:
+        """Delete /brokers/topics/<t> (recursively) and /config/topics/<t>, epoch-checked."""
+        self._delete_recursive(zn.TopicZNode.path(topic), epoch_zk_version)
+        self._delete_recursive(zn.ConfigEntityZNode.path("topics", topic), epoch_zk_version)
+
+    def delete_topic_deletion_flags(self, topics: Iterable[str], epoch_zk_version: int) -> None:
+        for t in topics:
+            self._delete_recursive(zn.DeleteTopicsTopicZNode.path(t), epoch_zk_version)
+
+    # ------------------------------------------------------------ preferred replica election
+
+    def get_preferred_replica_election(self, watch: Watch | None = None) -> list[TopicPartition] | None:
+        """Partitions listed in /admin/preferred_replica_election (None: no such znode).
+
+        ``watch`` is an existence/data watch: it fires on creation, change and deletion.
+        """
+        data, stat = self.get_data(zn.PreferredReplicaElectionZNode.path, watch)
+        if stat is None:
+            return None
+        try:
+            return zn.PreferredReplicaElectionZNode.decode(data)
+        except Exception as exc:  # unreadable: Kafka logs and drops the request
+            log.error("cannot decode %s: %s", zn.PreferredReplicaElectionZNode.path, exc)
+            return []
+
+    def delete_preferred_replica_election(self, epoch_zk_version: int) -> None:
+        try:
+            self._checked_one(epoch_zk_version, ("delete", zn.PreferredReplicaElectionZNode.path))
+        except NoNodeError:
+            pass
+
+    # ------------------------------------------------------------ isr change notifications
+
+    def get_isr_change_notifications(self, watch: Watch | None = None) -> list[str]:
+        return sorted(self.get_children(zn.IsrChangeNotificationZNode.path, watch))
+
+    def get_partitions_from_isr_change_notifications(self, names: Iterable[str]
+                                                     ) -> list[TopicPartition]:
+        out: list[TopicPartition] = []
+        for n in names:
+            data, stat = self.get_data(f"{zn.IsrChangeNotificationZNode.path}/{n}")
+            if stat is not None:
+                out.extend(zn.IsrChangeNotificationSequenceZNode.decode(data))
+        return out
+
+    def delete_isr_change_notifications(self, names: Iterable[str], epoch_zk_version: int) -> None:
+        ops = {n: ("delete", f"{zn.IsrChangeNotificationZNode.path}/{n}") for n in names}
+        if ops:
+            self._checked_many(epoch_zk_version, ops)  # NoNode results are fine
+
+    def create_isr_change_notification(self, partitions: list[TopicPartition]) -> str:
+        """Broker side (classic ISR propagation): one sequential node."""
+        return self.kazoo.create(zn.IsrChangeNotificationSequenceZNode.path,
+                                 zn.IsrChangeNotificationSequenceZNode.encode(partitions),
+                                 sequence=True, makepath=True)
+
+    def conditional_update_partition_state(self, tp: TopicPartition,
+                                           state: LeaderIsrAndControllerEpoch) -> int | None:
+        """Broker-side ISR write (no epoch check): new zk_version, or None on version mismatch."""
+        try:
+            stat = self.kazoo.set(zn.TopicPartitionStateZNode.path(*tp),
+                                  zn.TopicPartitionStateZNode.encode(state), version=state.zk_version)
+            return stat.version
+        except (BadVersionError, NoNodeError):
+            return None

@@ -14,7 +14,6 @@ from collections.abc import Iterable, Mapping
 from odradek.protocol.errors import ErrorCode, KafkaError
 
 MAX_NAME_LENGTH = 249
-LEGAL_CHARS = "[a-zA-Z0-9._-]"
 _LEGAL_NAME = re.compile(r"[a-zA-Z0-9._-]+")
 
 GROUP_METADATA_TOPIC_NAME = "__consumer_offsets"

@@ -39,10 +39,6 @@ def _partitions_from_json(data: bytes) -> list[tuple[str, int]]:
 
 # --------------------------------------------------------------------- brokers
 
-class BrokersZNode:
-    path = "/brokers"
-
-
 class BrokerIdsZNode:
     path = "/brokers/ids"
 
@@ -224,10 +220,6 @@ class TopicPartitionStateZNode:
 
 # ---------------------------------------------------------------------- admin
 
-class AdminZNode:
-    path = "/admin"
-
-
 class DeleteTopicsZNode:
     path = "/admin/delete_topics"
 
@@ -254,10 +246,6 @@ class PreferredReplicaElectionZNode:
 
 
 # ----------------------------------------------------------------- config
-
-class ConfigZNode:
-    path = "/config"
-
 
 class ConfigEntityTypeZNode:
     @staticmethod

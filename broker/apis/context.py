@@ -73,6 +73,11 @@ class BrokerContext:
     def is_controller(self) -> bool:
         return self.controller is not None and self.controller.is_active
 
+    def controller_admin(self) -> AdminZkClient | None:
+        """The topic-admin client while this broker is the active controller (topic admin is
+        the controller's job); None otherwise: the handler answers NOT_CONTROLLER."""
+        return self.admin if self.is_controller else None
+
 
 def wait_for_metadata(ctx: BrokerContext, condition: Callable[[], bool], timeout_ms: int) -> defer.Deferred:
     """A Deferred firing True once ``condition()`` holds after a metadata update, or False at timeout."""

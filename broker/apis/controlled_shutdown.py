@@ -23,13 +23,14 @@ MAX_VERSION = 3
 
 
 def handle(ctx: BrokerContext, rc: RequestContext, req):
-    if not ctx.is_controller:
+    controller = ctx.controller
+    if controller is None or not controller.is_active:
         return error_response(req, rc.api_version, ErrorCode.NOT_CONTROLLER)
 
     async def run() -> dict:
         epoch = req.broker_epoch if rc.api_version >= 2 else -1
         try:
-            remaining = await defer.ensureDeferred(ctx.controller.controlled_shutdown(req.broker_id, epoch))
+            remaining = await defer.ensureDeferred(controller.controlled_shutdown(req.broker_id, epoch))
         except KafkaError as e:
             return error_response(req, rc.api_version, e.code)
         return {"error_code": 0, "remaining_partitions": [

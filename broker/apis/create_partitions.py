@@ -47,7 +47,8 @@ async def _handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:
         name = topic.name
         if name in results:
             continue
-        if not ctx.is_controller:
+        admin = ctx.controller_admin()
+        if admin is None:
             results[name] = _result(name, ErrorCode.NOT_CONTROLLER,
                                     "This is not the correct controller for this cluster.")
         elif name in dups:
@@ -57,7 +58,7 @@ async def _handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:
         else:
             assignments = None if topic.assignments is None else [list(a.broker_ids) for a in topic.assignments]
             try:
-                new = await ctx.run_in_thread(ctx.admin.create_partitions, name, topic.count, assignments,
+                new = await ctx.run_in_thread(admin.create_partitions, name, topic.count, assignments,
                                               bool(req.validate_only))
                 results[name] = _result(name, ErrorCode.NONE)
                 if not req.validate_only:

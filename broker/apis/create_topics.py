@@ -80,15 +80,16 @@ async def _handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:
             results[name] = _result(name, ErrorCode.INVALID_REQUEST,
                                     f"Create topics request contains multiple entries for the topic {name}.")
             continue
-        if not ctx.is_controller:
+        admin = ctx.controller_admin()
+        if admin is None:
             results[name] = _result(name, ErrorCode.NOT_CONTROLLER, "This is not the correct controller for this cluster.")
             continue
         try:
             assignment, configs = plan(ctx, topic, validate_only)
             if validate_only:
-                await ctx.run_in_thread(ctx.admin.validate_topic_create, name, assignment, configs)
+                await ctx.run_in_thread(admin.validate_topic_create, name, assignment, configs)
             else:
-                await ctx.run_in_thread(ctx.admin.create_topic_with_assignment, name, configs, assignment)
+                await ctx.run_in_thread(admin.create_topic_with_assignment, name, configs, assignment)
                 created[name] = len(assignment)
                 log.info("created topic %s with %d partitions (replicas %s)", name, len(assignment), assignment)
             results[name] = _result(name, ErrorCode.NONE)

@@ -36,7 +36,8 @@ async def _handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:
     pending: list[str] = []
     cache = ctx.metadata_cache
     for name in names:
-        if not ctx.is_controller:
+        admin = ctx.controller_admin()
+        if admin is None:
             codes[name] = ErrorCode.NOT_CONTROLLER
         elif not ctx.config["delete.topic.enable"]:
             codes[name] = ErrorCode.TOPIC_DELETION_DISABLED
@@ -44,7 +45,7 @@ async def _handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:
             codes[name] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         else:
             try:
-                await ctx.run_in_thread(ctx.admin.delete_topic, name)
+                await ctx.run_in_thread(admin.delete_topic, name)
                 log.info("marked topic %s for deletion", name)
             except KafkaError as e:
                 codes[name] = e.code

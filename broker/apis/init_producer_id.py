@@ -38,11 +38,12 @@ def handle(ctx: BrokerContext, rc: RequestContext, req):
     if (pid == -1) != (epoch == -1):
         return _response(ErrorCode.INVALID_REQUEST)
     if req.transactional_id is None:
-        if ctx.producer_ids is None:
+        producer_ids = ctx.producer_ids
+        if producer_ids is None:
             return _response(ErrorCode.COORDINATOR_NOT_AVAILABLE)
 
         async def run() -> dict:
-            new_pid = await ctx.producer_ids.generate()
+            new_pid = await producer_ids.generate()
             return _response(ErrorCode.NONE, new_pid, 0)
         return defer.Deferred.fromCoroutine(run())
     coord = coordinator(ctx)

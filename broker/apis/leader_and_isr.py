@@ -29,7 +29,7 @@ MAX_VERSION = 5
 
 def partition_states(req, version: int) -> list[tuple[PartitionMetadata, object]]:
     """(state, topic_id) for every partition in the request."""
-    out = []
+    out: list[tuple[PartitionMetadata, object]] = []
     if version <= 1:
         groups = [(None, None, req.ungrouped_partition_states)]
     else:
@@ -45,9 +45,10 @@ def partition_states(req, version: int) -> list[tuple[PartitionMetadata, object]
 async def load_log_configs(ctx: BrokerContext, topics: set[str]) -> dict[str, LogConfig]:
     """LogConfig per topic: broker defaults + the topic's ZooKeeper overrides (cached)."""
     missing = [t for t in topics if t not in ctx.topic_configs]
-    if missing and ctx.zk is not None:
+    zk = ctx.zk
+    if missing and zk is not None:
         def read_all() -> dict[str, dict[str, str]]:
-            return {t: ctx.zk.get_entity_config("topics", t) for t in missing}
+            return {t: zk.get_entity_config("topics", t) for t in missing}
         try:
             ctx.topic_configs.update(await ctx.run_in_thread(read_all))
         except Exception:

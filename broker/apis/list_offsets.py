@@ -26,7 +26,7 @@ DEBUGGING_REPLICA_ID = -2
 def handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:
     version = rc.api_version
     seen: set[tuple[str, int]] = set()
-    dups = set()
+    dups: set[tuple[str, int]] = set()
     if version >= 2:
         for t in req.topics:
             for p in t.partitions:

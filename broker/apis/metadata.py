@@ -49,7 +49,7 @@ def topic_metadata(ctx: BrokerContext, name: str, listener: str, version: int) -
     cache = ctx.metadata_cache
     alive = cache.alive_broker_ids()
     partitions = []
-    for index, st in sorted(cache.partitions(name).items()):
+    for index, st in sorted((cache.partitions(name) or {}).items()):
         replicas, isr = list(st.replicas), list(st.isr)
         leader_ep = cache.endpoint(st.leader, listener) if st.leader >= 0 else None
         if leader_ep is None:
@@ -106,7 +106,10 @@ def _auto_create(ctx: BrokerContext, name: str, partitions: int, rf: int) -> Non
             log.info("auto-created topic %s with %d partitions, replication factor %d", name, partitions, rf)
         return None
 
-    d = ctx.run_in_thread(ctx.admin.create_topic, name, partitions, rf, {})
+    admin = ctx.admin
+    if admin is None:  # a broker still starting: the client retries its Metadata
+        return None
+    d = ctx.run_in_thread(admin.create_topic, name, partitions, rf, {})
     d.addBoth(done)
 
 

@@ -39,7 +39,7 @@ def handle(ctx: BrokerContext, rc: RequestContext, req):
     early: dict[tuple[str, int], dict] = {}
     entries: dict[tuple[str, int], bytes] = {}
     for td in req.topic_data:
-        indexes = []
+        indexes: list[int] = []
         order.append((td.name, indexes))
         for pd in td.partition_data:
             tp = (td.name, pd.index)
@@ -67,8 +67,8 @@ def handle(ctx: BrokerContext, rc: RequestContext, req):
         else:
             ctx.replica_manager.append_records(req.timeout_ms, acks, entries, respond)
 
-    def build(results: dict) -> dict | None:
-        results = {**early, **results}
+    def build(results: dict | None) -> dict | None:
+        results = {**early, **(results or {})}
         if acks == 0:
             if any(r["error_code"] for r in results.values()):
                 raise CloseConnection("acks=0 produce failed for some partition")

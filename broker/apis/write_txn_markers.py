@@ -11,6 +11,7 @@ on a ``__consumer_offsets`` partition the group coordinator is told
 from __future__ import annotations
 
 import logging
+from functools import partial
 
 from twisted.internet import defer
 
@@ -46,8 +47,7 @@ def handle(ctx: BrokerContext, rc: RequestContext, req):
         d: defer.Deferred = defer.Deferred()
         pending.append(d)
         slots = {(name, index): slot for name, parts in topics for index, slot in parts}
-        ctx.replica_manager.append_txn_markers(
-            timeout_ms, entries, lambda results, d=d, m=m, slots=slots: _done(ctx, m, results, slots, d))
+        ctx.replica_manager.append_txn_markers(timeout_ms, entries, partial(_done, ctx, m, slots=slots, d=d))
 
     def build(_) -> dict:
         return {"markers": [

@@ -14,8 +14,7 @@ from typing import Callable, Iterable, Protocol
 
 from twisted.internet import threads
 
-from odradek.zk.controller_zk import ControllerMovedError, UpdateResult  # noqa: F401
-from odradek.zk.session import KafkaZkClient
+from odradek.zk.session import ControllerMovedError, KafkaZkClient, UpdateResult  # noqa: F401
 from odradek.zk.znodes import BrokerInfo, LeaderIsrAndControllerEpoch
 
 from .context import ControllerContext, TopicPartition

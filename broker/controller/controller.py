@@ -23,8 +23,7 @@ from twisted.internet import defer, threads
 from twisted.internet.interfaces import IDelayedCall
 
 from odradek.protocol.errors import ErrorCode, KafkaError
-from odradek.zk.controller_zk import ControllerMovedError
-from odradek.zk.session import KafkaZkClient
+from odradek.zk.session import ControllerMovedError, KafkaZkClient
 
 from .backend import ThreadedZkBackend
 from .channel_manager import ControllerChannelManager

@@ -399,9 +399,10 @@ class GroupCoordinator(OffsetApis, TxnOffsetApis, GroupQueryApis):
             return
         group.init_next_generation()
         if group.is_(S.EMPTY):
-            self.manager.store_group(group, {}).add_callback(
-                lambda error: error == E.NONE or log.warning(
-                    "failed to write empty metadata for group %s: %s", group.group_id, error))
+            def stored(error: ErrorCode) -> None:
+                if error != E.NONE:
+                    log.warning("failed to write empty metadata for group %s: %s", group.group_id, error)
+            self.manager.store_group(group, {}).add_callback(stored)
             return
         for member in list(group.members.values()):
             group.invoke_join(member, self._join_result(group, member,

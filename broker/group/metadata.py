@@ -248,7 +248,7 @@ class GroupMetadata:
         return self.static_members.get(group_instance_id)
 
     def is_static_member_fenced(self, member_id: str, group_instance_id: str | None) -> bool:
-        return (self.has_static_member(group_instance_id)
+        return (group_instance_id is not None and self.has_static_member(group_instance_id)
                 and self.static_members[group_instance_id] != member_id)
 
     def replace_static_member(self, old_member_id: str, new_member_id: str,

@@ -482,21 +482,21 @@ class GroupMetadataManager:
     def cleanup_group_metadata(
             self, groups: Iterable[GroupMetadata],
             selector: Callable[[GroupMetadata], dict[TopicPartition, OffsetAndMetadata]],
-    ) -> dict[int, list[tuple[bytes, None]]]:
+    ) -> dict[int, list[tuple[bytes, bytes | None]]]:
         """Remove the selected offsets; Empty groups left without offsets become Dead and
         leave the cache. Returns the tombstones to write, per partition."""
-        tombstones: dict[int, list[tuple[bytes, None]]] = {}
+        tombstones: dict[int, list[tuple[bytes, bytes | None]]] = {}
         for group in list(groups):
             removed = selector(group)
             if group.is_(GroupState.EMPTY) and not group.has_offsets():
                 group.transition_to(GroupState.DEAD)
             out = tombstones.setdefault(self.partition_for(group.group_id), [])
             for (topic, part) in removed:
-                out.append(encode_offset_commit(group.group_id, topic, part, None))  # type: ignore[arg-type]
+                out.append(encode_offset_commit(group.group_id, topic, part, None))
             if (group.is_(GroupState.DEAD) and self.groups.get(group.group_id) is group):
                 del self.groups[group.group_id]
                 if group.generation_id > 0:   # offsets-only groups never wrote metadata
-                    out.append(encode_group_metadata(group.group_id, None))  # type: ignore[arg-type]
+                    out.append(encode_group_metadata(group.group_id, None))
         return {p: recs for p, recs in tombstones.items() if recs}
 
     def expire_offsets(self, now_ms: int | None = None) -> dict[int, bytes]:

@@ -74,5 +74,9 @@ class LogCleanerService:
         if running is None:
             return defer.succeed(None)
         waiter: defer.Deferred = defer.Deferred()
-        running.addBoth(lambda r: (waiter.callback(None), r)[1])
+
+        def release(result: object) -> object:
+            waiter.callback(None)
+            return result
+        running.addBoth(release)
         return waiter

@@ -26,6 +26,7 @@ class CorruptIndexError(Exception):
 
 class _Index:
     entry_size = 8
+    _offsets: array[int]   # absolute offsets, ascending (filled by the subclass)
 
     def __init__(self, path: str, base_offset: int, max_index_size: int) -> None:
         self.path = path
@@ -80,11 +81,6 @@ class _Index:
                 os.remove(p)
             except FileNotFoundError:
                 pass
-
-    def rename(self, path: str) -> None:
-        if os.path.exists(self.path):
-            os.replace(self.path, path)
-        self.path = path
 
 
 class OffsetIndex(_Index):

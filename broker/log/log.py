@@ -13,7 +13,9 @@ Invariants:
   shutdown is recovered from the recovery point (``Log.loadSegments``/``recoverLog``);
 - producer state, markers, the txn index and the LSO follow the log (``log_txn``): a
   duplicate idempotent batch is answered with its original offsets, not appended; only
-  the coordinator origin may append control batches (only their one record is read).
+  the coordinator origin may append control batches (only their one record is read);
+- retention deletes whole segments below the high watermark and only moves the log
+  start forward (``log_retention``).
 
 Segment deletion renames the files to ``.deleted`` and removes them at once
 (``file.delete.delay.ms`` is not waited for: reads are synchronous on the reactor
@@ -40,8 +42,8 @@ from .epoch_cache import LEADER_EPOCH_CHECKPOINT, LeaderEpochFileCache
 from .index import CorruptIndexError
 from .segment import (DELETED_SUFFIX, INDEX_SUFFIX, INT32_MAX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment,
                       filename_prefix)
+from .log_retention import LogRetention
 from .log_txn import TransactionalLog
-from .retention import LogRetention
 from .txn_index import TXN_INDEX_SUFFIX, write_index_file
 
 logger = logging.getLogger(__name__)
@@ -77,7 +79,7 @@ def parse_topic_partition(dirname: str) -> tuple[str, int]:
     return topic, int(part)
 
 
-class Log(TransactionalLog, LogRetention):
+class Log(LogRetention, TransactionalLog):
     """A partition's log; see the module invariants."""
 
     def __init__(self, dir: str, config: LogConfig, recovery_point: int = 0,
@@ -229,9 +231,6 @@ class Log(TransactionalLog, LogRetention):
     def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int]:
         """(epoch, end offset) as OffsetForLeaderEpoch answers it."""
         return self.leader_epoch_cache.end_offset_for(leader_epoch, self.log_end_offset)
-
-    def update_config(self, config: LogConfig) -> None:
-        self.config = config
 
     # ---------------------------------------------------------------- append
     def _validate(self, records: bytes | bytearray, max_size: int | None,
@@ -397,6 +396,15 @@ class Log(TransactionalLog, LogRetention):
 
     def latest_offset(self) -> int:
         return self.log_end_offset
+
+    def _remove_segments(self, segs: list[LogSegment]) -> None:
+        ids = {id(s) for s in segs}
+        self.segments = [s for s in self.segments if id(s) not in ids]
+        self._bases = [s.base_offset for s in self.segments]
+        for s in segs:
+            s.rename_to_deleted()
+        for s in segs:
+            s.delete_files()
 
     # ---------------------------------------------------------------- compaction swap
     def replace_segments(self, base: int, old: list[LogSegment]) -> LogSegment:

@@ -13,7 +13,7 @@ Invariants:
 from __future__ import annotations
 
 from bisect import bisect_right
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from odradek.protocol import record_batch as rb
 from odradek.protocol.control_records import build_control_batch, parse_control_record
@@ -23,9 +23,28 @@ from .producer_state import ORIGIN_COORDINATOR, CompletedTxn, ProducerStateManag
 from .segment import LogSegment
 from .txn_index import AbortedTxn
 
+if TYPE_CHECKING:
+    from .log import LogAppendInfo
+
 
 class TransactionalLog:
     """Mixin of ``Log``: producer state, markers, txn index, LSO (see the module invariants)."""
+
+    dir: str
+    segments: list[LogSegment]
+    _bases: list[int]
+    producer_state: ProducerStateManager
+
+    if TYPE_CHECKING:
+        @property
+        def high_watermark(self) -> int: ...
+        @property
+        def log_end_offset(self) -> int: ...
+        @property
+        def active_segment(self) -> LogSegment: ...
+        def _now_ms(self) -> int: ...
+        def append_as_leader(self, records: bytes | bytearray, leader_epoch: int,
+                             origin: str = ...) -> LogAppendInfo: ...
 
     def _replay(self, state: ProducerStateManager, start: int, segments: list[LogSegment],
                 on_complete: Callable[[LogSegment, CompletedTxn], None] | None = None) -> None:

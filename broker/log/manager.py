@@ -172,9 +172,6 @@ class LogManager:
     def all_logs(self) -> list[Log]:
         return list(self._logs.values())
 
-    def logs_for_topic(self, topic: str) -> list[Log]:
-        return [log for (t, _), log in self._logs.items() if t == topic]
-
     def log_dir_of(self, tp: TopicPartition) -> str | None:
         return self._log_dir_of.get(tuple(tp))  # type: ignore[arg-type]
 
@@ -252,8 +249,8 @@ class LogManager:
     def write_high_watermarks(self, high_watermarks: Mapping[TopicPartition, int]) -> None:
         """Write ``replication-offset-checkpoint`` in each dir for the partitions it holds."""
         for d in self.log_dirs:
-            entries = {tp: hw for tp, hw in ((tuple(k), v) for k, v in high_watermarks.items())
-                       if self._log_dir_of.get(tp) == d}  # type: ignore[misc]
+            entries = {tp: hw for tp, hw in ((_as_tp(k), v) for k, v in high_watermarks.items())
+                       if self._log_dir_of.get(tp) == d}
             OffsetCheckpointFile(os.path.join(d, HIGH_WATERMARK_CHECKPOINT)).write(entries)
 
     def read_high_watermarks(self) -> dict[TopicPartition, int]:
@@ -276,3 +273,8 @@ class LogManager:
             with open(os.path.join(d, CLEAN_SHUTDOWN_FILE), "w"):
                 pass
         self._unlock_all()
+
+
+def _as_tp(tp: TopicPartition) -> TopicPartition:
+    """A (topic, partition) key as a plain tuple (callers may pass a NamedTuple)."""
+    return (tp[0], tp[1])

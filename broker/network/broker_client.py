@@ -51,6 +51,8 @@ class _Request:
 
 
 class _Protocol(protocol.Protocol):
+    transport: Any  # a TCP transport, set by makeConnection before connectionMade
+
     def __init__(self, owner: "BrokerClient"):
         self.owner = owner
         self.conn: ClientConnection[_Request] = ClientConnection(owner.client_id,

@@ -31,6 +31,7 @@ class KafkaConnection(protocol.Protocol):
     """One client connection."""
 
     factory: "KafkaServerFactory | None" = None
+    transport: Any  # a TCP transport (ITCPTransport and IPushProducer), set by makeConnection
 
     def __init__(self, handler: RequestHandler, listener: str, max_length: int):
         self.handler = handler
@@ -131,7 +132,7 @@ class KafkaServerFactory(protocol.ServerFactory):
         self.max_request_size = max_request_size
         self.connections: set[KafkaConnection] = set()
 
-    def buildProtocol(self, addr) -> KafkaConnection:
+    def buildProtocol(self, addr: Any) -> KafkaConnection:  # type: ignore[override]  # Twisted types it loosely
         conn = KafkaConnection(self.handler, self.listener, self.max_request_size)
         conn.factory = self
         return conn

@@ -231,7 +231,8 @@ class TransactionStateManager:
         for partition, expiring in by_partition.items():
             batch = self._batch([encode_txn_record(md.transactional_id, None) for md, _, _ in expiring])
 
-            def appended(raw: ErrorCode, expiring=expiring, partition=partition) -> None:
+            def appended(raw: ErrorCode, expiring: list[tuple[TransactionMetadata, TxnTransit, int]] = expiring,
+                         partition: int = partition) -> None:
                 entry = self._partitions.get(partition)
                 for md, transit, epoch in expiring:
                     current = entry.txns.get(md.transactional_id) if entry is not None else None

@@ -22,8 +22,7 @@ from odradek.broker.controller import KafkaController
 from odradek.protocol import header
 from odradek.protocol.apis import leader_and_isr, stop_replica, update_metadata
 from odradek.zk import znodes as zn
-from odradek.zk.controller_zk import ControllerMovedError
-from odradek.zk.session import KafkaZkClient
+from odradek.zk.session import ControllerMovedError, KafkaZkClient
 
 APIS = {m.API_KEY: m for m in (leader_and_isr, update_metadata, stop_replica)}
 

@@ -6,8 +6,7 @@ import json
 import pytest
 
 from odradek.zk import znodes as zn
-from odradek.zk.controller_zk import ControllerMovedError
-from odradek.zk.session import BrokerIdInUseError, KafkaZkClient
+from odradek.zk.session import BrokerIdInUseError, ControllerMovedError, KafkaZkClient
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from odradek.broker.controller.core import ControllerCore
 from odradek.broker.controller.request_batch import LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA
 from odradek.broker.controller.states import PartitionState, ReplicaState
 from odradek.protocol.errors import ErrorCode, KafkaError
-from odradek.zk.controller_zk import ControllerMovedError, UpdateResult
+from odradek.zk.session import ControllerMovedError, UpdateResult
 from odradek.zk.znodes import BrokerInfo, Endpoint, LeaderIsrAndControllerEpoch
 from odradek.zk.znodes import LeaderIsrAndControllerEpoch as S
 

@@ -1,11 +1,12 @@
-"""Retention of one partition log: deleting whole segments past ``retention.ms``,
-``retention.bytes`` or below the log start offset (Kafka's deleteOldSegments), mixed into
-``Log`` (``broker/log/log.py``).
+"""Retention of a partition's Log: which segments go, and moving the log start forward.
 
-Invariant: only whole, inactive-or-rolled segments go, oldest first, and never one holding an
-offset at or above the high watermark; the log start offset only moves forward (never past
-the high watermark); a segment is renamed ``.deleted`` before its files are removed, and
-producer snapshots below the new log start go with it.
+Invariants:
+- only whole segments are deleted, oldest first, and only while every offset in them is
+  below the high watermark (retention never deletes what a consumer cannot yet read);
+- the active segment is deleted only when everything goes, and then an empty one is
+  rolled at the LEO first, so offsets keep counting from the LEO;
+- ``log_start_offset`` only moves forward, never past the HW, and the leader-epoch cache,
+  recovery point and producer snapshots follow it.
 """
 from __future__ import annotations
 
@@ -13,36 +14,35 @@ from typing import TYPE_CHECKING, Callable
 
 from odradek.protocol.errors import ErrorCode, KafkaError
 
+from ..config.kafka_config import LogConfig
+from .epoch_cache import LeaderEpochFileCache
+from .producer_state import ProducerStateManager
 from .segment import LogSegment
-
-if TYPE_CHECKING:
-    from ..config.kafka_config import LogConfig
-    from .epoch_cache import LeaderEpochFileCache
-    from .producer_state import ProducerStateManager
 
 
 class LogRetention:
-    """Segment deletion and the log start offset (a mixin of ``Log``)."""
+    """Mixin of ``Log``: retention.ms / retention.bytes / log-start deletion (see the module
+    invariants)."""
 
-    if TYPE_CHECKING:  # provided by Log
-        config: LogConfig
-        segments: list[LogSegment]
-        _bases: list[int]
-        log_start_offset: int
-        recovery_point: int
-        leader_epoch_cache: LeaderEpochFileCache
-        producer_state: ProducerStateManager
+    config: LogConfig
+    segments: list[LogSegment]
+    log_start_offset: int
+    recovery_point: int
+    producer_state: ProducerStateManager
+    leader_epoch_cache: LeaderEpochFileCache
 
+    if TYPE_CHECKING:
         @property
         def high_watermark(self) -> int: ...
         @property
         def log_end_offset(self) -> int: ...
         @property
-        def active_segment(self) -> LogSegment: ...
-        @property
         def size(self) -> int: ...
-        def roll(self, new_base: int | None = None) -> LogSegment: ...
+        @property
+        def active_segment(self) -> LogSegment: ...
         def _now_ms(self) -> int: ...
+        def roll(self, new_base: int | None = None) -> LogSegment: ...
+        def _remove_segments(self, segs: list[LogSegment]) -> None: ...
 
     def delete_old_segments(self) -> int:
         """Delete segments beyond retention.ms / retention.bytes or below the log start;
@@ -112,11 +112,3 @@ class LogRetention:
         self.recovery_point = max(self.recovery_point, offset)
         return True
 
-    def _remove_segments(self, segs: list[LogSegment]) -> None:
-        ids = {id(s) for s in segs}
-        self.segments = [s for s in self.segments if id(s) not in ids]
-        self._bases = [s.base_offset for s in self.segments]
-        for s in segs:
-            s.rename_to_deleted()
-        for s in segs:
-            s.delete_files()
