@@ -14,7 +14,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -23,23 +22,14 @@ from typing import Any, Callable
 import pytest
 
 from odradek_test_support import _failed, free_port
+from odradek.testing import wait_until
 
 ODRADEK = [sys.executable, "-c", "import sys; from odradek.zk.cli import main; sys.exit(main())"]
 
 
 def wait_for(cond: Callable[[], Any], timeout: float = 60.0, interval: float = 0.1, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = cond()
-        except Exception as exc:  # noqa: BLE001 - retried until the deadline
-            last = exc
-        else:
-            if last:
-                return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+    """odradek.testing's wait, where any error counts as "not yet" (workers restart, REST 409s)."""
+    return wait_until(cond, timeout, what, interval=interval, retry_on=(Exception,))
 
 
 def rest(url: str, method: str = "GET", body: Any = None, timeout: float = 30.0) -> tuple[int, Any]:

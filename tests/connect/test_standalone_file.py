@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from odradek.client import AdminClient, NewTopic
+from odradek.testing import create_topic
 
 from .conftest import wait_for, write_props
 
@@ -43,17 +43,9 @@ def _connectors(tmp: Path, src: Path, dst: Path, topic: str) -> list[Path]:
     ]
 
 
-def _create_topic(bootstrap: str, topic: str) -> None:
-    admin = AdminClient(bootstrap_servers=bootstrap)
-    try:
-        admin.create_topics([NewTopic(topic, 1, 1)])
-    finally:
-        admin.close()
-
-
 def test_file_round_trip_exact_and_append(cluster_factory, connect_workers, free_port, tmp_path):
     cluster = cluster_factory(brokers=1)
-    _create_topic(cluster.bootstrap_servers, "connect-test")
+    create_topic(cluster.bootstrap_servers, "connect-test")
     src, dst = tmp_path / "test.txt", tmp_path / "test.sink.txt"
     expected = [f"line {i} " + "x" * (i % 50) for i in range(100_000)]
     src.write_text("".join(line + "\n" for line in expected))
@@ -77,7 +69,7 @@ def test_file_round_trip_exact_and_append(cluster_factory, connect_workers, free
 
 def test_kill9_standalone_resumes_without_loss(cluster_factory, connect_workers, free_port, tmp_path):
     cluster = cluster_factory(brokers=1)
-    _create_topic(cluster.bootstrap_servers, "resume-test")
+    create_topic(cluster.bootstrap_servers, "resume-test")
     src, dst = tmp_path / "in.txt", tmp_path / "out.txt"
     first = [f"a{i}" for i in range(50_000)]
     src.write_text("".join(line + "\n" for line in first))

@@ -30,6 +30,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from odradek import testing
+
 ROOT = Path(__file__).resolve().parents[2]
 DOCKER_DIR = ROOT / "docker"
 IMAGE = os.environ.get("ODRADEK_IMAGE", "odradek:latest")
@@ -86,20 +88,8 @@ def free_ports(n: int) -> list[int]:
 
 
 def wait_until(condition: Callable[[], Any], timeout: float, what: str, interval: float = 0.5) -> Any:
-    """Poll ``condition`` until it returns something truthy; its value. Exceptions count as no."""
-    deadline = time.monotonic() + timeout
-    last: BaseException | None = None
-    while True:
-        try:
-            value = condition()
-            if value:
-                return value
-        except Exception as exc:  # the cluster is in flux: keep polling
-            last = exc
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}"
-                                 + (f" (last error: {last!r})" if last else ""))
-        time.sleep(interval)
+    """odradek.testing's wait, where any error counts as "not yet" (containers come and go)."""
+    return testing.wait_until(condition, timeout, what, interval=interval, retry_on=(Exception,))
 
 
 class ComposeCluster:

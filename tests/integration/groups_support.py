@@ -13,9 +13,11 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+
+from odradek import testing
+from odradek.testing import wait_until
 
 MEMBER_SCRIPT = str(Path(__file__).with_name("group_member.py"))
 CLIENTS = ["kafka-python", "confluent-kafka", "aiokafka"]
@@ -26,18 +28,6 @@ GROUP_OVERRIDES = {
     "group.min.session.timeout.ms": 1000,
     "offsets.topic.num.partitions": 10,
 }
-
-
-def wait_until(cond: Callable[[], Any], timeout: float = 60.0, what: str = "condition",
-               interval: float = 0.1) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = cond()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
-        time.sleep(interval)
 
 
 # ------------------------------------------------------------------ raw requests
@@ -112,21 +102,9 @@ def committed(cluster, group: str, topic: str, partitions: int) -> dict[int, int
 
 
 def create_topic(cluster, topic: str, partitions: int, rf: int = 3, configs: dict | None = None) -> None:
-    from odradek.client import AdminClient, NewTopic
-    with AdminClient(bootstrap_servers=cluster.bootstrap_servers) as admin:
-        admin.create_topics([NewTopic(topic, partitions, rf, configs or {})])
-
-    def has_leaders() -> bool:
-        from odradek.protocol.apis import metadata
-        for port in live_ports(cluster):
-            resp = request(port, metadata, 1, {"topics": [{"name": topic}]})
-            if resp is None:
-                return False
-            [t] = resp.topics
-            if t.error_code or len(t.partitions) != partitions or any(p.leader_id < 0 for p in t.partitions):
-                return False
-        return True
-    wait_until(has_leaders, 60, f"leaders for {topic} on every broker")
+    """odradek.testing.create_topic, waiting for leaders on every live broker of ``cluster``."""
+    testing.create_topic(cluster.bootstrap_servers, topic, partitions, rf, configs,
+                         brokers=[f"127.0.0.1:{port}" for port in live_ports(cluster)])
 
 
 def produce(cluster, topic: str, values: list[str], keys: list[str] | None = None,

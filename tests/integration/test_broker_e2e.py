@@ -13,6 +13,7 @@ from odradek.protocol.apis import api_versions, create_topics, fetch, list_offse
 from odradek.protocol.connection import ClientConnection, FrameReader
 from odradek.protocol.header import decode_response
 from odradek.protocol.records import BatchBuilder, iter_records
+from odradek.testing import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -59,17 +60,6 @@ class RawClient:
             return self.sock.recv(1) == b""
         except ConnectionResetError:
             return True
-
-
-def wait_until(cond, timeout: float = 30.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while True:
-        result = cond()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 def records(n: int, start: int = 0) -> bytes:

@@ -4,24 +4,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from odradek.client import AdminClient, ErrorCode, KafkaError, NewTopic
+from odradek.testing import wait_until
 
 ODRADEK = str(Path(sys.executable).parent / "odradek")
-
-
-def wait_until(cond, timeout=30.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.fixture

@@ -4,21 +4,12 @@ from __future__ import annotations
 import time
 
 from odradek.client import AdminClient, Consumer, NewTopic, Producer, TopicPartition
+from odradek.testing import wait_until
 
 
 def leader_of(admin: AdminClient, topic: str, partition: int) -> int:
     parts = admin.describe_topics([topic])[0]["partitions"]
     return next((p["leader"] for p in parts if p["partition"] == partition), -1)
-
-
-def wait_until(cond, timeout=60.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_produce_and_consume_follow_the_new_leader(cluster_factory):

@@ -7,14 +7,13 @@ import time
 import pytest
 
 from odradek.client import (
-    AdminClient,
     Consumer,
     KafkaError,
-    NewTopic,
     Producer,
     ProducerFencedError,
     TopicPartition,
 )
+from odradek.testing import create_topic, wait_until
 
 # one broker: the internal topics must fit it
 OVERRIDES = {
@@ -36,28 +35,6 @@ def cluster(tmp_path_factory):
         yield c
     finally:
         c.stop()
-
-
-def create_topic(cluster, name: str, partitions: int = 2, configs: dict | None = None) -> list[TopicPartition]:
-    with AdminClient(bootstrap_servers=cluster.bootstrap_servers) as admin:
-        admin.create_topics([NewTopic(name, partitions, 1, topic_configs=configs)])
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            parts = admin.describe_topics([name])[0]["partitions"]
-            if len(parts) == partitions and all(p["leader"] >= 0 for p in parts):
-                break
-            time.sleep(0.1)
-        else:
-            raise AssertionError(f"{name}: no leaders")
-    return [TopicPartition(name, p) for p in range(partitions)]
-
-
-def wait_until(cond, what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 def producer(cluster, tid: str | None = None, **kw) -> Producer:
@@ -89,7 +66,7 @@ def read(cluster, tps: list[TopicPartition], isolation: str, timeout: float = 30
 
 
 def test_committed_transaction_is_visible_to_read_committed(cluster):
-    tps = create_topic(cluster, "txn-commit")
+    tps = create_topic(cluster.bootstrap_servers, "txn-commit", 2)
     p = producer(cluster, "tid-commit")
     p.init_transactions()
     p.begin_transaction()
@@ -103,7 +80,7 @@ def test_committed_transaction_is_visible_to_read_committed(cluster):
 
 
 def test_aborted_transaction_is_invisible_to_read_committed_only(cluster):
-    tps = create_topic(cluster, "txn-abort")
+    tps = create_topic(cluster.bootstrap_servers, "txn-abort", 2)
     p = producer(cluster, "tid-abort")
     p.init_transactions()
     p.begin_transaction()
@@ -124,8 +101,8 @@ def test_aborted_transaction_is_invisible_to_read_committed_only(cluster):
 
 
 def test_consume_transform_produce_commits_offsets_with_the_output(cluster):
-    src = create_topic(cluster, "ctp-in", 2)
-    dst = create_topic(cluster, "ctp-out", 2)
+    src = create_topic(cluster.bootstrap_servers, "ctp-in", 2)
+    dst = create_topic(cluster.bootstrap_servers, "ctp-out", 2)
     plain = producer(cluster, acks="all")
     for i in range(30):
         plain.send("ctp-in", f"{i}".encode(), partition=i % 2)
@@ -165,7 +142,7 @@ def test_consume_transform_produce_commits_offsets_with_the_output(cluster):
         # EndTxn returns before the coordinator has written the markers that make the offsets
         # visible (OffsetFetch below v7 has no require_stable to wait for them): wait for them
         wait_until(lambda: {tp: consumer.committed(tp) for tp in src} == {src[0]: 15, src[1]: 15},
-                   "the transactional offsets to be committed")
+                   30, "the transactional offsets to be committed")
     finally:
         p.close()
         consumer.close()
@@ -174,7 +151,7 @@ def test_consume_transform_produce_commits_offsets_with_the_output(cluster):
 
 
 def test_second_producer_with_the_same_id_fences_the_first(cluster):
-    tps = create_topic(cluster, "txn-fence")
+    tps = create_topic(cluster.bootstrap_servers, "txn-fence", 2)
     zombie = producer(cluster, "tid-fence")
     zombie.init_transactions()
     zombie.begin_transaction()
@@ -199,7 +176,7 @@ def test_second_producer_with_the_same_id_fences_the_first(cluster):
 
 
 def test_a_rejected_batch_makes_the_transaction_abortable_and_the_abort_recovers(cluster):
-    tps = create_topic(cluster, "txn-reject", 1, {"max.message.bytes": "2000"})
+    tps = create_topic(cluster.bootstrap_servers, "txn-reject", 1, configs={"max.message.bytes": "2000"})
     p = producer(cluster, "tid-reject")
     p.init_transactions()
     p.begin_transaction()

@@ -5,8 +5,9 @@ import time
 
 import pytest
 
-from odradek.client import AdminClient, Consumer, NewTopic, Producer, TopicPartition
+from odradek.client import AdminClient, Consumer, Producer, TopicPartition
 from odradek.client import consumer_groups_cli
+from odradek.testing import create_topic
 
 
 pytestmark = pytest.mark.timeout(300)
@@ -18,18 +19,6 @@ def bootstrap(cluster_factory):
                                               "offsets.topic.replication.factor": 3,
                                               "offsets.topic.num.partitions": 6})
     return c.bootstrap_servers
-
-
-def create_topic(bootstrap, name, partitions):
-    with AdminClient(bootstrap_servers=bootstrap) as admin:
-        admin.create_topics([NewTopic(name, partitions, 2)])
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            d = admin.describe_topics([name])[0]
-            if len(d["partitions"]) == partitions and all(p["leader"] >= 0 for p in d["partitions"]):
-                return
-            time.sleep(0.1)
-    raise AssertionError(f"topic {name} has no leaders")
 
 
 def produce(bootstrap, topic, n, partitions):
@@ -65,7 +54,7 @@ def generations_agree(cs):
 
 
 def test_three_then_four_members_then_close(bootstrap):
-    create_topic(bootstrap, "orders", 6)
+    create_topic(bootstrap, "orders", 6, 2)
     produce(bootstrap, "orders", 60, 6)
     cs = [consumer(bootstrap, "billing") for _ in range(3)]
     for c in cs:
@@ -95,7 +84,7 @@ def test_three_then_four_members_then_close(bootstrap):
 
 
 def test_commit_then_restart_resumes(bootstrap):
-    create_topic(bootstrap, "events", 2)
+    create_topic(bootstrap, "events", 2, 2)
     produce(bootstrap, "events", 20, 2)
     c = consumer(bootstrap, "resume", enable_auto_commit=False)
     c.subscribe(["events"])
@@ -117,7 +106,7 @@ def test_commit_then_restart_resumes(bootstrap):
 
 
 def test_consumer_groups_cli_describe_reset_delete(bootstrap, capsys):
-    create_topic(bootstrap, "clicks", 3)
+    create_topic(bootstrap, "clicks", 3, 2)
     produce(bootstrap, "clicks", 30, 3)
     c = consumer(bootstrap, "cli-group", client_id="cli-client")
     c.subscribe(["clicks"])

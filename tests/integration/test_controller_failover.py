@@ -23,6 +23,7 @@ from odradek.protocol import header
 from odradek.protocol.apis import leader_and_isr, stop_replica, update_metadata
 from odradek.zk import znodes as zn
 from odradek.zk.session import ControllerMovedError, KafkaZkClient
+from odradek.testing import wait_until as wait_for
 
 APIS = {m.API_KEY: m for m in (leader_and_isr, update_metadata, stop_replica)}
 
@@ -123,16 +124,6 @@ class FakeBroker:
         finally:
             self.zk.close()
             self.rt.call(self.port.stopListening)
-
-
-def wait_for(cond, timeout=20.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = cond()
-        if v:
-            return v
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.fixture

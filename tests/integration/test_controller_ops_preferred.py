@@ -15,13 +15,13 @@ import os
 import socket
 import subprocess
 import sys
-import time
 
 from kazoo.exceptions import BadVersionError
 
 from odradek.protocol.apis import metadata
 from odradek.protocol.header import decode_response, encode_request
 from odradek.zk import znodes as zn
+from odradek.testing import wait_until as wait_for
 
 ODRADEK = os.path.join(os.path.dirname(sys.executable), "odradek")
 # Followers need not fetch here: keep leaders from shrinking the ISR during a test.
@@ -29,17 +29,6 @@ STABLE = {"replica.lag.time.max.ms": "600000", "controlled.shutdown.retry.backof
 
 
 # ---------------------------------------------------------------- helpers (shared)
-
-def wait_for(cond, timeout: float = 60.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while True:
-        v = cond()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
-
 
 def odradek(cluster, *args, timeout: float = 90.0) -> subprocess.CompletedProcess:
     env = {**os.environ, "ODRADEK_ZOOKEEPER": cluster.zookeeper_connect}

@@ -34,6 +34,7 @@ from odradek.protocol.header import decode_response, encode_request
 from odradek.protocol.record_batch import iter_headers
 from odradek.protocol.records import BatchBuilder
 from odradek.zk.admin import AdminZkClient
+from odradek import testing
 
 SESSION_TIMEOUT_MS = 6000
 NOT_LEADER_OR_FOLLOWER = 6
@@ -42,21 +43,9 @@ NOT_LEADER_OR_FOLLOWER = 6
 # ------------------------------------------------------------------ helpers
 
 def wait_until(cond, timeout=90.0, what="condition", interval=0.1):
-    deadline = time.monotonic() + timeout
-    last_exc = None
-    while time.monotonic() < deadline:
-        try:
-            value = cond()
-        except Exception as exc:  # ZooKeeper connection loss during a ZooKeeper fault: ask again
-            from kazoo.exceptions import KazooException
-            if not isinstance(exc, (KazooException, OSError)):
-                raise
-            value, last_exc = None, exc
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:g}s waiting for {what}"
-                         + (f" (last error {last_exc!r})" if last_exc else ""))
+    """odradek.testing's wait; a ZooKeeper connection loss during a ZooKeeper fault is "not yet"."""
+    from kazoo.exceptions import KazooException
+    return testing.wait_until(cond, timeout, what, interval=interval, retry_on=(KazooException, OSError))
 
 
 def part_state(cluster, topic: str, p: int) -> dict:

@@ -21,19 +21,10 @@ from odradek.protocol.header import decode_response, encode_request
 from odradek.protocol.records import BatchBuilder
 from odradek.zk.admin import AdminZkClient
 from odradek.zk.cluster import metadata_broker_ids
+from odradek.testing import wait_until
 
 TOPIC = "replicated"
 TP_STATE = f"/brokers/topics/{TOPIC}/partitions/0/state"
-
-
-def wait_until(cond, timeout=60.0, what="condition", interval=0.1):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def zk_state(cluster) -> dict:

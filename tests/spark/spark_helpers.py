@@ -4,30 +4,8 @@ from __future__ import annotations
 import os
 import signal
 import time
-from typing import Callable
 
-from odradek.client import AdminClient, Consumer, NewTopic, TopicPartition
-
-
-def wait_for(condition: Callable[[], object], timeout: float, what: str, interval: float = 0.2):
-    """Poll ``condition`` until truthy (returned) or fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(interval)
-
-
-def create_topic(bootstrap: str, name: str, partitions: int, rf: int = 1, configs: dict | None = None) -> None:
-    with AdminClient(bootstrap_servers=bootstrap) as admin:
-        admin.create_topics([NewTopic(name, partitions, rf, topic_configs=configs or {})])
-    # wait until every partition has a leader in metadata
-    with AdminClient(bootstrap_servers=bootstrap) as admin:
-        wait_for(lambda: all(p["leader"] >= 0 for t in admin.describe_topics([name]) for p in t["partitions"])
-                 and admin.describe_topics([name])[0]["partitions"], 30, f"leaders of {name}")
+from odradek.client import Consumer, TopicPartition
 
 
 def read_all(bootstrap: str, topic: str, timeout: float = 30.0) -> list:

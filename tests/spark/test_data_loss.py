@@ -7,7 +7,8 @@ import time
 import pytest
 
 from odradek.client import Consumer, Producer, TopicPartition
-from spark_helpers import create_topic, wait_for
+from odradek.testing import create_topic
+from odradek.testing import wait_until as wait_for
 
 
 @pytest.fixture

@@ -119,7 +119,7 @@ class _OutputEnds:
 
 def _wait_for_a_transaction_to_write(bootstrap: str, proc) -> None:
     """Return as soon as a write task's first records are in the log (its transaction open, not committed)."""
-    from spark_helpers import wait_for
+    from odradek.testing import wait_until as wait_for
     ends = _OutputEnds(bootstrap)
     try:
         base = wait_for(lambda: ends.stable() or proc.poll() is not None, 60, "no open transaction")
@@ -132,7 +132,8 @@ def _wait_for_a_transaction_to_write(bootstrap: str, proc) -> None:
 def _run_and_kill(bootstrap: str, checkpoint, log_path, rnd: random.Random, in_transaction: bool) -> str:
     """Run the query in its own process; kill -9 it (driver, JVM, Python workers) after 1-3 more
     committed micro-batches, at a random point or as soon as a write task's transaction is open."""
-    from spark_helpers import kill_process_tree, wait_for
+    from odradek.testing import wait_until as wait_for
+    from spark_helpers import kill_process_tree
     before = _committed_batches(checkpoint)
     cmd = [sys.executable, __file__, bootstrap, str(checkpoint)]
     with open(log_path, "ab") as log:
@@ -170,7 +171,7 @@ def _kill_report(bootstrap: str, checkpoint) -> str:
 
 
 def test_killed_query_writes_every_row_exactly_once(spark, cluster_factory, tmp_path):
-    from spark_helpers import create_topic
+    from odradek.testing import create_topic
     bootstrap = cluster_factory(brokers=1, overrides=TXN_OVERRIDES).bootstrap_servers
     create_topic(bootstrap, IN, 3)
     create_topic(bootstrap, OUT, 2)

@@ -8,7 +8,7 @@ from odradek.client import AdminClient, KafkaError, Producer
 from odradek.pipeline.exactly_once import default_prefix, transactional_id, write_task
 from odradek.pipeline.options import parse_write_options
 from test_exactly_once import TXN_OVERRIDES, read_topic
-from spark_helpers import create_topic
+from odradek.testing import create_topic
 
 OUT = "eos-task-out"
 

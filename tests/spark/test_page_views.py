@@ -7,7 +7,9 @@ import sys
 
 from odradek.client import AdminClient
 from odradek.pipeline.jobs import page_views as pv
-from spark_helpers import create_topic, kill_process_tree, wait_for
+from odradek.testing import create_topic
+from odradek.testing import wait_until as wait_for
+from spark_helpers import kill_process_tree
 
 T0 = 1_700_000_000_000 - 1_700_000_000_000 % 60_000  # a minute boundary
 

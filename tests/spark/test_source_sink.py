@@ -6,7 +6,8 @@ import datetime as dt
 import pytest
 
 from odradek.client import Producer
-from spark_helpers import create_topic, read_all
+from odradek.testing import create_topic
+from spark_helpers import read_all
 
 T0 = 1_700_000_000_000  # fixed record timestamps (ms)
 
