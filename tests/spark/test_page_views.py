@@ -15,8 +15,8 @@ T0 = 1_700_000_000_000 - 1_700_000_000_000 % 60_000  # a minute boundary
 
 
 def _topics(bootstrap: str, partitions: int = 3, rf: int = 1) -> None:
-    create_topic(bootstrap, pv.SOURCE_TOPIC, partitions, rf=rf)
-    create_topic(bootstrap, pv.SINK_TOPIC, 2, rf=rf, configs={"cleanup.policy": "compact"})
+    create_topic(bootstrap, pv.SOURCE_TOPIC, partitions, replication_factor=rf)
+    create_topic(bootstrap, pv.SINK_TOPIC, 2, replication_factor=rf, configs={"cleanup.policy": "compact"})
 
 
 def _counts(bootstrap: str) -> dict:

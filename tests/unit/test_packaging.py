@@ -14,9 +14,12 @@ def test_every_package_is_in_setup_cfg():
     listed = set(cfg["options"]["packages"].split())
     folders = {line.split("=")[0].strip(): line.split("=")[1].strip()
                for line in cfg["options"]["package_dir"].strip().splitlines()}
+    mapped = {os.path.normpath(os.path.join(ROOT, folder)) for folder in folders.values()}
     on_disk = set()
     for package, folder in folders.items():
-        for dirpath, _, files in os.walk(os.path.join(ROOT, folder)):
+        top = os.path.normpath(os.path.join(ROOT, folder))
+        for dirpath, dirs, files in os.walk(top):
+            dirs[:] = [d for d in dirs if os.path.join(dirpath, d) not in mapped]  # a package of its own
             if "__init__.py" in files and "__pycache__" not in dirpath:
                 rel = os.path.relpath(dirpath, os.path.join(ROOT, folder))
                 on_disk.add(package if rel == "." else package + "." + rel.replace(os.sep, "."))
