@@ -6,7 +6,9 @@ responses are matched to the oldest in-flight request and must carry its correla
 id (anything else drops the connection). Every Deferred returned by ``send()`` fires
 exactly once: with the decoded response, or with ``DisconnectedError`` (connection
 lost while in flight), ``RequestTimedOutError`` or ``ClientClosedError``. Unsent
-requests wait in a queue while the client (re)connects with exponential backoff.
+requests wait in a queue while the client (re)connects with exponential backoff, or,
+with ``fail_when_unreachable``, fail at once with ``UnreachableError`` when a connection
+attempt fails (for senders that would rather re-route than wait: the txn marker channel).
 Reactor thread only.
 """
 from __future__ import annotations
@@ -30,6 +32,10 @@ class BrokerClientError(Exception):
 
 
 class DisconnectedError(BrokerClientError):
+    pass
+
+
+class UnreachableError(BrokerClientError):
     pass
 
 
@@ -84,7 +90,8 @@ class BrokerClient:
 
     def __init__(self, reactor: Any, host: str, port: int, client_id: str | None,
                  request_timeout_ms: int = 30000, reconnect_backoff_ms: int = 50,
-                 reconnect_backoff_max_ms: int = 1000, connect_timeout_s: float = 10.0):
+                 reconnect_backoff_max_ms: int = 1000, connect_timeout_s: float = 10.0,
+                 fail_when_unreachable: bool = False):
         self.reactor = reactor
         self.host, self.port = host, port
         self.client_id = client_id
@@ -93,6 +100,7 @@ class BrokerClient:
         self._backoff_max = reconnect_backoff_max_ms / 1000.0
         self._backoff = self._backoff_min
         self._connect_timeout = connect_timeout_s
+        self._fail_when_unreachable = fail_when_unreachable
         self._proto: _Protocol | None = None
         self._connecting = False
         self._reconnect_call: Any = None
@@ -183,6 +191,12 @@ class BrokerClient:
     def _connect_failed(self, reason: Failure) -> None:
         self._connecting = False
         log.debug("connect to %s:%d failed: %s", self.host, self.port, reason.getErrorMessage())
+        if self._fail_when_unreachable:
+            unsent = list(self._unsent)
+            self._unsent.clear()
+            self._fail(unsent, UnreachableError(f"cannot connect to {self.host}:{self.port}: "
+                                                f"{reason.getErrorMessage()}"))
+            return
         self._schedule_reconnect()
 
     def _disconnected(self, proto: _Protocol, reason: Failure) -> None:

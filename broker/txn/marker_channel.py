@@ -7,7 +7,10 @@ Leaders come from the MetadataCache only; a partition whose topic is gone from i
 dropped from the transaction (``marker_partition_dropped``). NOT_LEADER_OR_FOLLOWER,
 UNKNOWN_TOPIC_OR_PARTITION, NOT_ENOUGH_REPLICAS(_AFTER_APPEND), REQUEST_TIMED_OUT,
 KAFKA_STORAGE_ERROR and network failures are retried after ``retry_backoff_ms`` with a
-fresh leader lookup; INVALID_PRODUCER_EPOCH / TRANSACTION_COORDINATOR_FENCED abandon the
+fresh leader lookup. Markers follow leadership: a leader that refuses connections fails
+its request at once (never queued inside the client until the request timeout), and a
+request in flight to a broker the metadata cache no longer lists is failed and re-routed
+when the cache changes; INVALID_PRODUCER_EPOCH / TRANSACTION_COORDINATOR_FENCED abandon the
 job (a newer coordinator or producer took over). A job the coordinator no longer wants
 (``is_job_live`` False) is silently dropped. Reactor thread only.
 """
@@ -91,7 +94,12 @@ class TxnMarkerChannel:
         return coord is None or coord.is_job_live(job)
 
     def _on_metadata(self) -> None:
-        if self._unassigned and not self._closed:
+        if self._closed:
+            return
+        for broker in [b for b in self._clients if self.cache.endpoint(b, self.listener) is None]:
+            _, client = self._clients.pop(broker)
+            client.close()   # fails its in-flight request: _on_failure re-routes the markers
+        if self._unassigned:
             self._drain()
 
     def _drain(self) -> None:
@@ -123,7 +131,7 @@ class TxnMarkerChannel:
             current[1].close()
         client = self.client_factory(self.reactor, endpoint[0], endpoint[1],
                                      f"broker-{self.broker_id}-txn-marker-sender",
-                                     request_timeout_ms=self.request_timeout_ms)
+                                     request_timeout_ms=self.request_timeout_ms, fail_when_unreachable=True)
         self._clients[broker] = (endpoint, client)
         return client
 

@@ -11,7 +11,7 @@ from twisted.internet.selectreactor import SelectReactor
 from twisted.protocols.basic import Int32StringReceiver
 
 from odradek.broker.network.broker_client import (BrokerClient, ClientClosedError, DisconnectedError,
-                                           RequestTimedOutError)
+                                                  RequestTimedOutError, UnreachableError)
 from odradek.protocol import header
 from odradek.protocol.apis import update_metadata
 
@@ -132,6 +132,19 @@ def test_reconnects_with_backoff_until_server_appears(rt):
 
 
 results: queue.Queue = queue.Queue()
+
+
+def test_unreachable_fails_at_once_when_asked(rt):
+    """A sender that re-routes (the txn marker channel) hears of a refused connection at once,
+    not after request.timeout.ms; a later send tries to connect again."""
+    port = free_port()
+    client = rt.call(lambda: BrokerClient(rt.reactor, "127.0.0.1", port, "c", request_timeout_ms=60000,
+                                          fail_when_unreachable=True))
+    with pytest.raises(UnreachableError):
+        rt.call(client.send, update_metadata, V, {})
+    listen(rt, ServerFactory(), port)
+    assert rt.call(client.send, update_metadata, V, {}).error_code == 1
+    rt.call(client.close)
 
 
 def test_timeout_and_close(rt):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from twisted.internet import defer, task
 
 from odradek.broker.metadata_cache import BrokerMetadata, MetadataCache, PartitionMetadata
-from odradek.broker.network.broker_client import DisconnectedError
+from odradek.broker.network.broker_client import ClientClosedError, DisconnectedError
 from odradek.broker.txn import MarkerJob
 from odradek.broker.txn.marker_channel import TxnMarkerChannel
 from odradek.protocol.apis import write_txn_markers as API
@@ -45,17 +45,24 @@ class Brokers:
         self.answers: dict[int, list] = {}
         self.by_port = {9091: 1, 9092: 2}
 
-    def factory(self, reactor, host, port, client_id, request_timeout_ms=30000):
+    def factory(self, reactor, host, port, client_id, request_timeout_ms=30000, fail_when_unreachable=False):
         broker = self.by_port[port]
         outer = self
+        assert fail_when_unreachable, "markers must not wait in a client for a broker that is down"
 
         class Client:
+            hung: list[defer.Deferred] = []
+
             def send(self, api, version, body):
                 # through the real codec, as the network would
                 _, req = decode_request(encode_request(api, version, 1, "c", body))
                 outer.requests.append((broker, req))
                 script = outer.answers.get(broker, [])
                 answer = script.pop(0) if script else {}
+                if answer == "hang":   # a broker that stopped answering (SIGKILL mid-request)
+                    d: defer.Deferred = defer.Deferred()
+                    self.hung.append(d)
+                    return d
                 if isinstance(answer, Exception):
                     return defer.fail(answer)
                 resp = {"markers": [{"producer_id": m.producer_id, "topics": [
@@ -66,7 +73,9 @@ class Brokers:
                 return defer.succeed(body)
 
             def close(self):
-                pass
+                for d in self.hung:
+                    d.errback(ClientClosedError("closed"))
+                self.hung.clear()
         return Client()
 
 
@@ -124,6 +133,20 @@ def test_network_failure_is_retried():
     assert coord.written == []
     clock.advance(0.1)
     assert coord.written == [("a", 0)] and len(brokers.requests) == 2
+
+
+def test_in_flight_markers_follow_a_leader_that_died():
+    """The leader dies with the markers in flight: when the metadata cache drops it and names a
+    new leader, the request to the dead broker is given up and the markers go to the new one
+    (the coordinator-failover case: no wait for request.timeout.ms)."""
+    clock, cache, brokers, coord, channel = setup({("a", 0): 2})
+    brokers.answers[2] = ["hang"]
+    channel.send(job(("a", 0)))
+    assert coord.written == [] and channel.pending_count() == 1
+    set_leaders(cache, {("a", 0): 1}, alive=(1,))
+    clock.advance(0.1)
+    assert [b for b, _ in brokers.requests] == [2, 1]
+    assert coord.written == [("a", 0)] and channel.pending_count() == 0
 
 
 def test_waits_for_a_leader_then_sends():
