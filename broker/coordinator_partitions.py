@@ -17,10 +17,11 @@ from typing import Any, Iterable
 
 from twisted.internet import defer, task
 
+from odradek.broker.completion import Completion
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.record_batch import iter_headers
 
-from .group import AppendResult, Completion
+from .group import AppendResult
 
 log = logging.getLogger(__name__)
 
@@ -66,23 +67,17 @@ class CoordinatorPartitions:
         """Write one batch to this broker's leader of ``<topic>-<partition>`` (origin
         "coordinator": a transactional batch may carry a producer but no sequence); completes
         with the produce error and the batch's base offset once the acks are met."""
-        done: Completion[AppendResult] = Completion()
         tp = (self.topic, partition)
 
-        def respond(results: dict[TopicPartition, dict]) -> None:
-            if not done.done:
-                result = results[tp]
-                error = ErrorCode(result["error_code"])
-                done.complete(AppendResult(error, int(result.get("base_offset", -1))
-                                           if error == ErrorCode.NONE else -1))
+        def result(results: dict[TopicPartition, dict]) -> AppendResult:
+            error = ErrorCode(results[tp]["error_code"])
+            return AppendResult(error, int(results[tp].get("base_offset", -1)) if error == ErrorCode.NONE else -1)
 
         try:
-            self.replica_manager.append_records(timeout_ms, required_acks, {tp: batch}, respond,
-                                                origin="coordinator")
+            return self.replica_manager.append_records(timeout_ms, required_acks, {tp: batch},
+                                                       origin="coordinator").map(result)
         except KafkaError as e:
-            if not done.done:
-                done.complete(AppendResult(ErrorCode(e.code)))
-        return done
+            return Completion.completed(AppendResult(ErrorCode(e.code)))
 
     # ------------------------------------------------------------ leadership
     def on_leadership_change(self, leaders: Iterable[Any], followers: Iterable[Any]) -> None:

@@ -150,7 +150,7 @@ class Fetcher:
         return sent
 
     def _on_response(self, node: int, offsets: dict[TopicPartition, int], resp: Any, err: KafkaError | None) -> None:
-        entry = self._in_flight.pop(node, None)
+        self._in_flight.pop(node, None)
         self._in_flight_tps.difference_update(offsets)
         if err is not None:
             log.debug("fetch from node %s failed: %s", node, err)

@@ -1,5 +1,6 @@
 """The offset half of the consumer's group coordinator: OffsetCommit (sync and async) and
-OffsetFetch, mixed into ``ConsumerCoordinator`` (``client/coordinator.py``).
+OffsetFetch on top of group membership (``AbstractCoordinator``), the base of
+``ConsumerCoordinator`` (``client/coordinator.py``).
 
 Invariant: a commit carries the current generation when the consumer subscribed (none for
 manual assignment) and is refused locally while the group rebalances; a commit error that
@@ -11,21 +12,17 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import Any, Callable, Mapping
 
 from odradek.protocol.apis import offset_commit as _offset_commit
 from odradek.protocol.apis import offset_fetch as _offset_fetch
 from odradek.protocol.errors import ErrorCode, KafkaError
 
-from .group_membership import COORDINATOR_ERRORS, NO_GENERATION, RESET_ERRORS, Generation, MemberState
+from .group_membership import (COORDINATOR_ERRORS, NO_GENERATION, RESET_ERRORS, AbstractCoordinator, Generation,
+                               MemberState)
 from .structs import CommitFailedError, KafkaTimeoutError, OffsetAndMetadata, TopicPartition
 
 log = logging.getLogger(__name__)
-
-if TYPE_CHECKING:
-    import threading
-
-    from .connection import BrokerConnection
 
 
 def offsets_body(offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> list[dict[str, Any]]:
@@ -39,24 +36,8 @@ def offsets_body(offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> list[di
     return [{"name": t, "partitions": ps} for t, ps in topics.items()]
 
 
-class OffsetCommits:
-    """OffsetCommit and OffsetFetch for ``ConsumerCoordinator``."""
-
-    if TYPE_CHECKING:  # provided by ConsumerCoordinator
-        config: Any
-        group_id: str
-        group_instance_id: str | None
-        generation: Generation
-        state: MemberState
-        _lock: threading.Lock
-        _conn: BrokerConnection | None
-
-        def ensure_coordinator(self, deadline: float) -> bool: ...
-        def mark_coordinator_dead(self, why: Any) -> None: ...
-        def request_rejoin(self) -> None: ...
-        def reset_generation(self, code: ErrorCode | None = None) -> None: ...
-        def _request(self, api: Any, body: dict[str, Any], deadline: float) -> Any: ...
-        def _wait(self, timeout: float) -> None: ...
+class OffsetCommits(AbstractCoordinator):
+    """OffsetCommit and OffsetFetch for a group member."""
 
     # -- offsets ---------------------------------------------------------------------------
 

@@ -12,8 +12,8 @@ from odradek.broker.group.offsets import GROUP_METADATA_TOPIC, partition_for
 from odradek.protocol.apis import add_offsets_to_txn as API
 from odradek.protocol.errors import ErrorCode
 
-from .context import BrokerContext, RequestContext
-from .txn_common import coordinator, fenced_for_version, to_deferred
+from .context import BrokerContext, RequestContext, to_deferred
+from .txn_common import coordinator, fenced_for_version
 
 MIN_VERSION = 0
 MAX_VERSION = 3

@@ -10,8 +10,8 @@ from __future__ import annotations
 from odradek.protocol.apis import add_partitions_to_txn as API
 from odradek.protocol.errors import ErrorCode
 
-from .context import BrokerContext, RequestContext
-from .txn_common import coordinator, fenced_for_version, to_deferred
+from .context import BrokerContext, RequestContext, to_deferred
+from .txn_common import coordinator, fenced_for_version
 
 MIN_VERSION = 0
 MAX_VERSION = 3

@@ -9,15 +9,18 @@ Handler module contract (one module per API in this package):
 ``API`` (the protocol module), ``MIN_VERSION``/``MAX_VERSION`` (what we advertise),
 ``handle(ctx, rc, request) -> dict | None | Deferred[dict | None]`` (None = no
 response, e.g. acks=0) and ``error_response(request, version, code) -> dict``.
+What the broker's parts answer later is a ``Completion`` (``broker/completion.py``);
+a handler turns it into its response with ``respond_when`` (or awaits ``to_deferred``).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar
 
 from kazoo.exceptions import ConnectionLoss, SessionExpiredError
 from twisted.internet import defer
 
+from odradek.broker.completion import Completion
 from odradek.protocol.errors import ErrorCode, KafkaError
 
 from ..metadata_cache import MetadataCache
@@ -34,6 +37,9 @@ if TYPE_CHECKING:  # the parts are built by KafkaServer; handlers only use them
     from ..log.producer_state import ProducerIdManager
     from ..replication.replica_manager import ReplicaManager
     from ..txn import TransactionCoordinator
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 @dataclass
@@ -108,23 +114,20 @@ class CloseConnection(Exception):
     """Raised by the dispatcher (or a handler) to drop this client's connection, as Kafka does."""
 
 
-def sync_or_deferred(start) -> dict | None | defer.Deferred:
-    """Run ``start(respond)``; return the result if ``respond`` was called synchronously, else a Deferred."""
-    box: list = []
-    d: defer.Deferred | None = None
-
-    def respond(result) -> None:
-        nonlocal d
-        if d is None:
-            box.append(result)
-        else:
-            d.callback(result)
-
-    start(respond)
-    if box:
-        return box[0]
-    d = defer.Deferred()
+def to_deferred(completion: Completion[T]) -> defer.Deferred:
+    """A Deferred firing with the completion's value (at once if it is already done): where a
+    Completion from below meets the handlers' Deferreds and coroutines."""
+    d: defer.Deferred = defer.Deferred()
+    completion.add_callback(d.callback)
     return d
+
+
+def respond_when(done: Completion[T], build: Callable[[T], R]) -> R | defer.Deferred:
+    """``build(value)`` now when ``done`` is already complete (the fast path: no Deferred),
+    else a Deferred of it; an exception in ``build`` reaches the request handler either way."""
+    if done.done:
+        return build(done.result)
+    return to_deferred(done).addCallback(build)
 
 
 async def await_leaders(ctx: BrokerContext, wanted: dict[str, int], timeout_ms: int) -> list[str]:

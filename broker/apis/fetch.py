@@ -12,13 +12,11 @@ magic-2 data: a partition with data answers UNSUPPORTED_FOR_MESSAGE_FORMAT.
 """
 from __future__ import annotations
 
-from twisted.internet import defer
-
 from odradek.protocol.apis import fetch as API
 from odradek.protocol.errors import ErrorCode
 
 from ..replication.delayed import FetchParams, FetchPartition
-from .context import BrokerContext, RequestContext, sync_or_deferred
+from .context import BrokerContext, RequestContext, respond_when
 
 MIN_VERSION = 0
 MAX_VERSION = 11
@@ -63,10 +61,7 @@ def handle(ctx: BrokerContext, rc: RequestContext, req):
         return {"throttle_time_ms": 0, "error_code": 0, "session_id": INVALID_SESSION_ID,
                 "responses": responses}
 
-    result = sync_or_deferred(lambda respond: ctx.replica_manager.fetch_messages(params, respond))
-    if isinstance(result, defer.Deferred):
-        return result.addCallback(build)
-    return build(result)
+    return respond_when(ctx.replica_manager.fetch_messages(params), build)
 
 
 def _top_level_error(code: ErrorCode) -> dict:

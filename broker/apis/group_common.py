@@ -1,35 +1,22 @@
-"""What the group API handlers share: the coordinator lookup, Completion → Deferred, and
+"""What the group API handlers share: the coordinator lookup, and
 the client address as Kafka formats it.
 
 Invariant: a handler reaches the group coordinator only through ``coordinator(ctx)``,
 which is None until the broker started it (handlers then answer
-COORDINATOR_NOT_AVAILABLE, as Kafka does before its coordinator is up); a
-``Completion`` becomes a Deferred that fires exactly once with its value. Not a
+COORDINATOR_NOT_AVAILABLE, as Kafka does before its coordinator is up). Not a
 handler module (it is not listed in the registry).
 """
 from __future__ import annotations
 
-from typing import TypeVar
-
-from twisted.internet import defer
-
-from odradek.broker.group import Completion, GroupCoordinator
+from odradek.broker.group import GroupCoordinator
 
 from .context import BrokerContext, RequestContext
 
-T = TypeVar("T")
 
 def coordinator(ctx: BrokerContext) -> GroupCoordinator | None:
     """The broker's running GroupCoordinator, or None (not started / shut down)."""
     coord = ctx.group_coordinator
     return coord if coord is not None and coord.active else None
-
-
-def to_deferred(completion: Completion[T]) -> defer.Deferred:
-    """A Deferred firing with the completion's value (at once if it is already done)."""
-    d: defer.Deferred = defer.Deferred()
-    completion.add_callback(d.callback)
-    return d
 
 
 def client_host(rc: RequestContext) -> str:

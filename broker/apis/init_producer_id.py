@@ -17,8 +17,8 @@ from odradek.broker.txn import InitProducerIdResult
 from odradek.protocol.apis import init_producer_id as API
 from odradek.protocol.errors import ErrorCode
 
-from .context import BrokerContext, RequestContext
-from .txn_common import coordinator, fenced_for_version, to_deferred
+from .context import BrokerContext, RequestContext, to_deferred
+from .txn_common import coordinator, fenced_for_version
 
 log = logging.getLogger(__name__)
 

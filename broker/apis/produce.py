@@ -13,8 +13,6 @@ every partition gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka answers).
 """
 from __future__ import annotations
 
-from twisted.internet import defer
-
 from odradek.protocol.apis import produce as API
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.record_batch import HEADER_SIZE, MAGIC, TRANSACTIONAL_MASK
@@ -24,7 +22,7 @@ from ..log.cleaner import records_have_null_keys
 
 from ..replication.partition import batch_count_is_one
 from ..replication.replica_manager import produce_error
-from .context import BrokerContext, CloseConnection, RequestContext, sync_or_deferred
+from .context import BrokerContext, CloseConnection, RequestContext, respond_when
 
 MIN_VERSION = 0
 MAX_VERSION = 8
@@ -61,12 +59,6 @@ def handle(ctx: BrokerContext, rc: RequestContext, req):
                 else:
                     entries[tp] = records
 
-    def start(respond):
-        if not entries:
-            respond({})
-        else:
-            ctx.replica_manager.append_records(req.timeout_ms, acks, entries, respond)
-
     def build(results: dict | None) -> dict | None:
         results = {**early, **(results or {})}
         if acks == 0:
@@ -77,10 +69,9 @@ def handle(ctx: BrokerContext, rc: RequestContext, req):
             {"name": topic, "partition_responses": [dict(results[(topic, i)], index=i) for i in indexes]}
             for topic, indexes in order], "throttle_time_ms": 0}
 
-    result = sync_or_deferred(start)
-    if isinstance(result, defer.Deferred):
-        return result.addCallback(build)
-    return build(result)
+    if not entries:
+        return build({})
+    return respond_when(ctx.replica_manager.append_records(req.timeout_ms, acks, entries), build)
 
 
 def _has_transactional(req) -> bool:

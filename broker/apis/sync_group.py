@@ -11,8 +11,8 @@ from twisted.internet import defer
 from odradek.protocol.apis import sync_group as API
 from odradek.protocol.errors import ErrorCode
 
-from .context import BrokerContext, RequestContext
-from .group_common import coordinator, to_deferred
+from .context import BrokerContext, RequestContext, to_deferred
+from .group_common import coordinator
 
 MIN_VERSION = 0
 MAX_VERSION = 3

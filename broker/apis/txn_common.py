@@ -1,4 +1,4 @@
-"""What the transaction API handlers share: the coordinator lookup, Completion -> Deferred,
+"""What the transaction API handlers share: the coordinator lookup,
 and Kafka's mapping of PRODUCER_FENCED for request versions that predate it.
 
 Invariant: a handler reaches the transaction coordinator only through ``coordinator(ctx)``,
@@ -7,27 +7,16 @@ COORDINATOR_NOT_AVAILABLE). Not a handler module (it is not listed in the regist
 """
 from __future__ import annotations
 
-from typing import TypeVar
-
-from twisted.internet import defer
-
-from odradek.broker.txn import Completion, TransactionCoordinator
+from odradek.broker.txn import TransactionCoordinator
 from odradek.protocol.errors import ErrorCode
 
 from .context import BrokerContext
 
-T = TypeVar("T")
 
 def coordinator(ctx: BrokerContext) -> TransactionCoordinator | None:
     """The broker's running TransactionCoordinator, or None (not started / shut down)."""
     coord = ctx.txn_coordinator
     return coord if coord is not None and coord.active else None
-
-
-def to_deferred(completion: Completion[T]) -> defer.Deferred:
-    d: defer.Deferred = defer.Deferred()
-    completion.add_callback(d.callback)
-    return d
 
 
 def fenced_for_version(code: ErrorCode | int, version: int, first_version: int) -> ErrorCode:

@@ -17,8 +17,8 @@ from odradek.broker.group import CommitOffset
 from odradek.protocol.apis import txn_offset_commit as API
 from odradek.protocol.errors import ErrorCode
 
-from .context import BrokerContext, RequestContext
-from .group_common import coordinator, to_deferred
+from .context import BrokerContext, RequestContext, to_deferred
+from .group_common import coordinator
 
 MIN_VERSION = 0
 MAX_VERSION = 3

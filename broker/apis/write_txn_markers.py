@@ -13,12 +13,11 @@ from __future__ import annotations
 import logging
 from functools import partial
 
-from twisted.internet import defer
-
+from odradek.broker.completion import Completion
 from odradek.protocol.apis import write_txn_markers as API
 from odradek.protocol.errors import ErrorCode
 
-from .context import BrokerContext, RequestContext
+from .context import BrokerContext, RequestContext, respond_when
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +29,7 @@ GROUP_METADATA_TOPIC = "__consumer_offsets"
 
 def handle(ctx: BrokerContext, rc: RequestContext, req):
     timeout_ms = int(ctx.config["request.timeout.ms"])
-    pending: list[defer.Deferred] = []
+    pending: list[Completion[None]] = []
     answers: list[tuple[int, list[tuple[str, list[tuple[int, dict]]]]]] = []
     for m in req.markers:
         entries: dict[tuple[str, int], tuple[int, int, bool, int]] = {}
@@ -44,10 +43,9 @@ def handle(ctx: BrokerContext, rc: RequestContext, req):
                                             m.coordinator_epoch)
             topics.append((t.name, parts))
         answers.append((m.producer_id, topics))
-        d: defer.Deferred = defer.Deferred()
-        pending.append(d)
         slots = {(name, index): slot for name, parts in topics for index, slot in parts}
-        ctx.replica_manager.append_txn_markers(timeout_ms, entries, partial(_done, ctx, m, slots=slots, d=d))
+        pending.append(ctx.replica_manager.append_txn_markers(timeout_ms, entries)
+                       .map(partial(_done, ctx, m, slots=slots)))
 
     def build(_) -> dict:
         return {"markers": [
@@ -56,13 +54,10 @@ def handle(ctx: BrokerContext, rc: RequestContext, req):
                                               for i, s in parts]} for name, parts in topics]}
             for pid, topics in answers]}
 
-    if all(d.called for d in pending):
-        return build(None)
-    return defer.gatherResults(pending).addCallback(build)
+    return respond_when(Completion.all_of(pending), build)
 
 
-def _done(ctx: BrokerContext, marker, results: dict[tuple[str, int], dict], slots: dict,
-          d: defer.Deferred) -> None:
+def _done(ctx: BrokerContext, marker, results: dict[tuple[str, int], dict], slots: dict) -> None:
     committed = bool(marker.transaction_result)
     for tp, r in results.items():
         code = int(r["error_code"])
@@ -75,7 +70,6 @@ def _done(ctx: BrokerContext, marker, results: dict[tuple[str, int], dict], slot
                 except Exception:
                     log.exception("completing transactional offsets of producer %d on %s-%d failed",
                                   marker.producer_id, *tp)
-    d.callback(None)
 
 
 def error_response(req, version: int, code: ErrorCode) -> dict:

@@ -23,63 +23,17 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Generic, Mapping, Protocol, TypeVar
+from typing import Any, Callable, Mapping, Protocol
 
+from odradek.broker.completion import Completion
 from odradek.protocol.errors import ErrorCode
 
-T = TypeVar("T")
-
 __all__ = [
-    "Completion", "Timer", "CallLaterTimer", "AppendResult", "AppendFn", "GroupConfig",
+    "Timer", "CallLaterTimer", "AppendResult", "AppendFn", "GroupConfig",
     "JoinGroupMember", "JoinGroupResult", "SyncGroupResult", "LeaveMember", "LeaveGroupResult",
     "CommitOffset", "FetchedOffset", "OffsetFetchResult", "DescribedMember", "DescribedGroup",
     "ListedGroup", "ListGroupsResult", "GroupCoordinator",
 ]
-
-
-class Completion(Generic[T]):
-    """A value that arrives later; the broker wraps it: ``c.add_callback(d.callback)``."""
-
-    __slots__ = ("_done", "_value", "_callbacks")
-
-    def __init__(self) -> None:
-        self._done = False
-        self._value: Any = None
-        self._callbacks: list[Callable[[T], Any]] = []
-
-    @classmethod
-    def completed(cls, value: T) -> "Completion[T]":
-        c: Completion[T] = cls()
-        c.complete(value)
-        return c
-
-    @property
-    def done(self) -> bool:
-        return self._done
-
-    @property
-    def result(self) -> T:
-        if not self._done:
-            raise RuntimeError("completion is still pending")
-        return self._value
-
-    def complete(self, value: T) -> None:
-        if self._done:
-            raise RuntimeError("completion completed twice")
-        self._done, self._value = True, value
-        callbacks, self._callbacks = self._callbacks, []
-        for fn in callbacks:
-            fn(value)
-
-    def add_callback(self, fn: Callable[[T], Any]) -> "Completion[T]":
-        if self._done:
-            fn(self._value)
-        else:
-            self._callbacks.append(fn)
-        return self
-
-    def __repr__(self) -> str:
-        return f"Completion({self._value!r})" if self._done else "Completion(<pending>)"
 
 
 class Timer(Protocol):
@@ -122,7 +76,7 @@ class AppendResult:
         return value if isinstance(value, AppendResult) else cls(ErrorCode(value))
 
 
-AppendFn = Callable[[int, bytes], "Completion[AppendResult] | Completion[ErrorCode]"]
+AppendFn = Callable[[int, bytes], Completion[AppendResult] | Completion[ErrorCode]]
 """append(partition, record_batch) -> completion of the produce outcome (acks=-1)."""
 
 

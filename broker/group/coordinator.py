@@ -17,10 +17,11 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
+from odradek.broker.completion import Completion
 from odradek.protocol.errors import ErrorCode
 
 from . import (
-    AppendFn, Completion, GroupConfig, JoinGroupMember, JoinGroupResult, LeaveGroupResult,
+    AppendFn, GroupConfig, JoinGroupMember, JoinGroupResult, LeaveGroupResult,
     LeaveMember, SyncGroupResult, Timer,
 )
 from .metadata import GroupMetadata, GroupState, MemberMetadata

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable, Mapping
 
+from odradek.broker.completion import Completion
 from odradek.protocol.errors import ErrorCode
 
-from . import CommitOffset, Completion, FetchedOffset, GroupConfig, OffsetFetchResult, Timer
+from . import CommitOffset, FetchedOffset, GroupConfig, OffsetFetchResult, Timer
 from .metadata import GroupMetadata, GroupState, OffsetAndMetadata, TopicPartition
 from .offsets import GroupMetadataManager
 

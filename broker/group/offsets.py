@@ -19,6 +19,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
+from odradek.broker.completion import Completion
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.group_records import (
     GroupKey, GroupRecordError, GroupValue, MemberValue, OffsetKey, OffsetValue, decode_record,
@@ -28,7 +29,7 @@ from odradek.protocol.control_records import parse_control_record
 from odradek.protocol.record_batch import iter_headers
 from odradek.protocol.records import BatchBuilder, decode_batch
 
-from . import AppendFn, AppendResult, Completion, GroupConfig, Timer
+from . import AppendFn, AppendResult, GroupConfig, Timer
 from .metadata import (
     UNKNOWN_POSITION, GroupMetadata, GroupState, MemberMetadata, OffsetAndMetadata,
     PendingTxnOffset, TopicPartition, is_newer,

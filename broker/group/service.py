@@ -15,8 +15,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from odradek.broker.completion import Completion
+
 from ..coordinator_partitions import CoordinatorPartitions
-from . import AppendResult, CallLaterTimer, Completion, GroupConfig, GroupCoordinator
+from . import AppendResult, CallLaterTimer, GroupConfig, GroupCoordinator
 from .offsets import GROUP_METADATA_TOPIC
 
 

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from typing import Callable, Iterable, Mapping
 
+from odradek.broker.completion import Completion
 from odradek.protocol.errors import ErrorCode
 
-from . import CommitOffset, Completion, Timer
+from . import CommitOffset, Timer
 from .metadata import GroupMetadata, GroupState, OffsetAndMetadata, TopicPartition
 from .offsets import GroupMetadataManager
 

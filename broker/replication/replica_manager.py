@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable, Iterable
 
+from odradek.broker.completion import Completion
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.record_batch import iter_headers
 
@@ -288,26 +289,26 @@ class ReplicaManager:
     # ------------------------------------------------------------------ produce
 
     def append_records(self, timeout_ms: int, required_acks: int, entries: dict[TopicPartition, bytes],
-                       respond: Callable[[dict[TopicPartition, dict]], None], origin: str = "client") -> None:
-        """Append to leaders; ``respond`` gets per-partition response dicts (maybe later).
+                       origin: str = "client") -> Completion[dict[TopicPartition, dict]]:
+        """Append to leaders; completes with per-partition response dicts (later for acks=-1).
         ``origin`` "coordinator" lets the group/txn coordinators write transactional batches
         without sequence numbers (base sequence -1)."""
         def append(tp: TopicPartition, p: Partition, records: bytes) -> Any:
             return p.append_as_leader(records, required_acks, self.min_insync_replicas(tp[0]), self.now_ms(),
                                       origin)
-        self._append_and_wait(timeout_ms, required_acks, entries, append, respond)
+        return self._append_and_wait(timeout_ms, required_acks, entries, append)
 
-    def append_txn_markers(self, timeout_ms: int, markers: dict[TopicPartition, tuple[int, int, bool, int]],
-                           respond: Callable[[dict[TopicPartition, dict]], None]) -> None:
+    def append_txn_markers(self, timeout_ms: int, markers: dict[TopicPartition, tuple[int, int, bool, int]]
+                           ) -> Completion[dict[TopicPartition, dict]]:
         """Append end-transaction markers (producer_id, producer_epoch, commit, coordinator_epoch)
         as leader and answer once they are replicated (acks=-1), like a produce."""
         def append(tp: TopicPartition, p: Partition, marker: tuple[int, int, bool, int]) -> Any:
             return p.append_marker_as_leader(*marker, self.min_insync_replicas(tp[0]), self.now_ms())
-        self._append_and_wait(timeout_ms, -1, markers, append, respond)
+        return self._append_and_wait(timeout_ms, -1, markers, append)
 
     def _append_and_wait(self, timeout_ms: int, required_acks: int, entries: dict[TopicPartition, Any],
-                         append: Callable[[TopicPartition, Partition, Any], Any],
-                         respond: Callable[[dict[TopicPartition, dict]], None]) -> None:
+                         append: Callable[[TopicPartition, Partition, Any], Any]
+                         ) -> Completion[dict[TopicPartition, dict]]:
         results: dict[TopicPartition, dict] = {}
         required: dict[TopicPartition, int] = {}
         for tp, records in entries.items():
@@ -327,12 +328,13 @@ class ReplicaManager:
                 log.exception("produce to %s-%d failed", *tp)
                 results[tp] = produce_error(ErrorCode.UNKNOWN_SERVER_ERROR)
         if required_acks != -1 or not required:
-            respond(results)
-            return
+            return Completion.completed(results)
+        done: Completion[dict[TopicPartition, dict]] = Completion()
         statuses = {tp: ProducePartitionStatus(required.get(tp, -1), res, pending=tp in required)
                     for tp, res in results.items()}
-        op = DelayedProduce(timeout_ms, statuses, self._check_replicas_reached, respond)
+        op = DelayedProduce(timeout_ms, statuses, self._check_replicas_reached, done.complete)
         self.produce_purgatory.try_complete_else_watch(op, list(required))
+        return done
 
     def _check_replicas_reached(self, tp: TopicPartition, required_offset: int) -> tuple[bool, ErrorCode]:
         p = self.partitions.get(tp)
@@ -342,8 +344,7 @@ class ReplicaManager:
 
     # -------------------------------------------------------------------- fetch
 
-    def fetch_messages(self, params: FetchParams, respond: Callable[[list[tuple[FetchPartition, dict]]], None]
-                       ) -> None:
+    def fetch_messages(self, params: FetchParams) -> Completion[list[tuple[FetchPartition, dict]]]:
         """Read now, or park until min_bytes are readable or max_wait_ms passes."""
         if params.is_from_follower:  # first, so the response carries the HW this fetch moved
             self._update_follower_fetch_states(params)
@@ -351,10 +352,11 @@ class ReplicaManager:
         total = sum(len(r["records"]) for _, r in results)
         errored = any(r["error_code"] for _, r in results)
         if params.max_wait_ms <= 0 or not params.partitions or total >= params.min_bytes or errored:
-            respond(results)
-            return
-        op = DelayedFetch(params, self._fetchable, self.read_from_local_log, respond)
+            return Completion.completed(results)
+        done: Completion[list[tuple[FetchPartition, dict]]] = Completion()
+        op = DelayedFetch(params, self._fetchable, self.read_from_local_log, done.complete)
         self.fetch_purgatory.try_complete_else_watch(op, [fp.tp for fp in params.partitions])
+        return done
 
     def read_from_local_log(self, params: FetchParams) -> list[tuple[FetchPartition, dict]]:
         from_follower = params.is_from_follower

@@ -22,11 +22,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from odradek.broker.group import CallLaterTimer, Completion, Timer
+from odradek.broker.completion import Completion
+from odradek.broker.group import CallLaterTimer, Timer
 from odradek.protocol.errors import ErrorCode
 
 __all__ = [
-    "Completion", "Timer", "CallLaterTimer", "TxnConfig", "InitProducerIdResult", "MarkerJob",
+    "Timer", "CallLaterTimer", "TxnConfig", "InitProducerIdResult", "MarkerJob",
     "TRANSACTION_STATE_TOPIC", "NO_PRODUCER_ID", "NO_PRODUCER_EPOCH", "TransactionCoordinator",
 ]
 

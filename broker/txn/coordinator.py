@@ -15,9 +15,10 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable, Iterable
 
+from odradek.broker.completion import Completion
 from odradek.protocol.errors import ErrorCode
 
-from . import (NO_PRODUCER_EPOCH, Completion, GenerateProducerIdFn, InitProducerIdResult, MarkerJob,
+from . import (NO_PRODUCER_EPOCH, GenerateProducerIdFn, InitProducerIdResult, MarkerJob,
                SendMarkersFn, Timer, TopicPartition, TxnConfig)
 from .metadata import TransactionMetadata, TxnState, TxnTransit, is_epoch_exhausted
 from .state_manager import AppendFn, TransactionStateManager

@@ -17,10 +17,11 @@ from typing import Any
 
 from twisted.internet import defer
 
+from odradek.broker.completion import Completion
 from odradek.protocol.errors import ErrorCode
 
 from ..coordinator_partitions import CoordinatorPartitions
-from . import (TRANSACTION_STATE_TOPIC, CallLaterTimer, Completion, MarkerJob,
+from . import (TRANSACTION_STATE_TOPIC, CallLaterTimer, MarkerJob,
                   TransactionCoordinator, TxnConfig)
 from .marker_channel import TxnMarkerChannel
 

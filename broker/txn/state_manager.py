@@ -14,12 +14,13 @@ import logging
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator
 
+from odradek.broker.completion import Completion
 from odradek.broker.group.offsets import partition_for
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.records import BatchBuilder, iter_batches
 from odradek.protocol.txn_records import TxnRecordError, decode_txn_record, encode_txn_record
 
-from . import Completion, Timer, TxnConfig
+from . import Timer, TxnConfig
 from .metadata import EXPIRABLE, TransactionMetadata, TxnState, TxnTransit
 
 log = logging.getLogger(__name__)

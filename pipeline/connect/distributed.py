@@ -1,10 +1,11 @@
 """DistributedHerder: workers sharing connectors and tasks through a Connect group.
 
-Invariant: one herder thread owns membership and the worker; it follows the
-eager protocol — before every JoinGroup it stops every connector and task it
-runs (tasks commit their offsets on the way out), and after SyncGroup it
-starts exactly what its assignment names, once its config snapshot has reached
-the assignment's config offset. Any change of the connector set or of a task
+Invariant: one herder thread owns membership and the worker: it polls the
+worker coordinator (the consumer's group-membership core), inside which every
+rebalance runs. It follows the eager protocol — before every JoinGroup it stops
+every connector and task it runs (tasks commit their offsets on the way out),
+and after SyncGroup it starts exactly what its assignment names, once its config
+snapshot has reached the assignment's config offset. Any change of the connector set or of a task
 set in the config topic triggers a rebalance; target-state changes (pause,
 resume) are applied in place. Config writes happen on the leader only
 (followers raise NotLeader, which the REST layer forwards), except task
@@ -16,11 +17,14 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import urllib.request
 from typing import Any
 
+from odradek.client import KafkaError
+
 from .config import WorkerConfig
-from .group import CONFIG_MISMATCH, NO_ERROR, ConnectAssignment, WorkerGroupMember, WorkerState, eager_assign
+from .group import CONFIG_MISMATCH, NO_ERROR, ConnectAssignment, WorkerCoordinator, WorkerState, eager_assign
 from .herder import STARTED, AbstractHerder, NotLeader, RestError
 from .offsets import KafkaOffsetBackingStore
 from .stores import KafkaConfigBackingStore, KafkaStatusBackingStore
@@ -35,7 +39,7 @@ class DistributedHerder(AbstractHerder):
         super().__init__(wc, KafkaOffsetBackingStore(wc))
         self.status = KafkaStatusBackingStore(wc)
         self.config_store = KafkaConfigBackingStore(wc, self._on_config_change)
-        self.member: WorkerGroupMember | None = None
+        self.member: WorkerCoordinator | None = None
         self.cv = threading.Condition()
         self.stopping = False
         self.rebalance_needed = True
@@ -89,17 +93,10 @@ class DistributedHerder(AbstractHerder):
         with self.cv:
             self.stopping = True
             self.cv.notify_all()
-        if self.member is not None:
-            self.member.closed = True
         self.thread.join(120)
 
     def _wake(self) -> None:
         with self.cv:
-            self.cv.notify_all()
-
-    def _on_rejoin_needed(self) -> None:
-        with self.cv:
-            self.rebalance_needed = True
             self.cv.notify_all()
 
     def _on_config_change(self, kind: str, name: str) -> None:
@@ -115,7 +112,7 @@ class DistributedHerder(AbstractHerder):
             self.status.start()
             self.worker.offset_store.start()
             self.config_store.start()
-            self.member = WorkerGroupMember(self.wc, self._on_rejoin_needed)
+            self.member = WorkerCoordinator(self.wc, self)
         except BaseException as exc:
             log.exception("distributed herder failed to start")
             self.error = exc
@@ -126,9 +123,17 @@ class DistributedHerder(AbstractHerder):
                 with self.cv:
                     if self.stopping:
                         break
-                    need = self.rebalance_needed
+                    need, self.rebalance_needed = self.rebalance_needed, False
                 if need:
-                    self._rebalance()
+                    self.member.request_rejoin()
+                try:
+                    stable = self.member.poll(time.monotonic() + 1.0)
+                except KafkaError as exc:
+                    log.warning("joining the group failed: %s", exc)
+                    with self.cv:
+                        self.cv.wait(1.0)
+                    continue
+                if not stable:
                     continue
                 self._tick()
                 with self.cv:
@@ -138,7 +143,7 @@ class DistributedHerder(AbstractHerder):
             log.exception("distributed herder thread failed")
         finally:
             self._revoke_all()
-            self.member.leave()
+            self.member.maybe_leave_group("the worker is stopping")
             self.member.close()
             for store in (self.config_store, self.worker.offset_store, self.status):
                 try:
@@ -153,28 +158,22 @@ class DistributedHerder(AbstractHerder):
             self.assignment = None
         self.worker.stop_all()
 
-    def _rebalance(self) -> None:
-        assert self.member is not None
-        with self.cv:
-            self.rebalance_needed = False
+    # -- WorkerGroupListener: called by the worker coordinator inside poll() ---------------------
+
+    def worker_state(self) -> WorkerState:
+        return WorkerState(self.wc.advertised_url, self.config_store.snapshot().offset)
+
+    def on_revoked(self) -> None:
         self._revoke_all()
         try:
             self.config_store.read_to_end()
         except Exception as exc:
             log.warning("reading the config topic failed: %s", exc)
-        state = WorkerState(self.wc.advertised_url, self.config_store.snapshot().offset)
-        try:
-            result = self.member.join(state.encode(), self._leader_assign)
-        except Exception as exc:
-            if not self.stopping:
-                log.warning("joining the group failed: %s", exc)
-                with self.cv:
-                    self.rebalance_needed = True
-                    self.cv.wait(1.0)
-            return
-        a = result.assignment
+
+    def on_assigned(self, generation: int, member_id: str, a: ConnectAssignment) -> None:
+        assert self.member is not None
         if a.error == CONFIG_MISMATCH:
-            log.info("config mismatch in generation %d; reading the config topic and rejoining", result.generation)
+            log.info("config mismatch in generation %d; reading the config topic and rejoining", generation)
             self.member.request_rejoin()
             return
         if self.config_store.snapshot().offset < a.config_offset:
@@ -186,10 +185,10 @@ class DistributedHerder(AbstractHerder):
                 self.member.request_rejoin()
                 return
         with self.lock:
-            self.generation = result.generation
-            self.member_id, self.leader_id = result.member_id, result.leader_id
+            self.generation = generation
+            self.member_id, self.leader_id = member_id, a.leader
             self.assignment = a
-        log.info("generation %d: this worker (%s) runs connectors %s and tasks %s", result.generation,
+        log.info("generation %d: this worker (%s) runs connectors %s and tasks %s", generation,
                  self.member_id, a.connectors, a.tasks)
         snap = self.config_store.snapshot()
         for name in a.connectors:
@@ -206,7 +205,7 @@ class DistributedHerder(AbstractHerder):
             target = PAUSED if snap.target_states.get(name) == PAUSED else RUNNING
             self.worker.start_task(props, i, tcs[i], target)
 
-    def _leader_assign(self, leader_id: str, members: list[tuple[str, bytes]]) -> dict[str, bytes]:
+    def leader_assign(self, leader_id: str, members: list[tuple[str, bytes]]) -> dict[str, bytes]:
         states = {m: WorkerState.decode(md) for m, md in members}
         max_offset = max(s.config_offset for s in states.values())
         if self.config_store.snapshot().offset < max_offset:

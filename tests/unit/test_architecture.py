@@ -64,6 +64,26 @@ def test_no_module_is_past_the_size_where_it_should_be_two():
     assert not big, f"modules over {MAX_MODULE_LINES} lines (split them along a seam):\n" + "\n".join(big)
 
 
+# One way to do each thing: the only client-side modules that may speak these APIs.
+ONE_HOME = {
+    "join_group": {"client/group_membership.py"},       # every group member: consumer, Connect
+    "sync_group": {"client/group_membership.py"},
+    "heartbeat": {"client/group_membership.py"},
+}
+
+
+def test_group_membership_is_written_once():
+    speakers: dict[str, set[str]] = {api: set() for api in ONE_HOME}
+    for layer in ("client", "pipeline"):
+        for path in _modules(layer):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, ast.ImportFrom) and node.module == "odradek.protocol.apis":
+                    for alias in node.names:
+                        if alias.name in speakers:
+                            speakers[alias.name].add(str(path.relative_to(ROOT)))
+    assert speakers == ONE_HOME, f"group membership written more than once: {speakers}"
+
+
 def test_every_module_states_its_invariant():
     missing = [str(p.relative_to(ROOT)) for layer in PACKAGES.values() for p in _modules(layer)
                if p.read_text().strip() and ast.get_docstring(ast.parse(p.read_text())) is None]

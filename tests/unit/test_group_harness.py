@@ -9,7 +9,8 @@ import heapq
 import itertools
 from typing import Any, Callable
 
-from odradek.broker.group import AppendResult, Completion, GroupConfig, GroupCoordinator
+from odradek.broker.completion import Completion
+from odradek.broker.group import AppendResult, GroupConfig, GroupCoordinator
 from odradek.protocol.control_records import build_control_batch
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.group_records import decode_record

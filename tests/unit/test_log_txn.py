@@ -344,8 +344,8 @@ def test_markers_on_consumer_offsets_tell_the_group_coordinator(broker):
     broker.ctx.group_service = GroupService()  # type: ignore[assignment]
     broker.lead("__consumer_offsets", partitions=2)
     got = []
-    broker.rm.append_records(1000, -1, {("__consumer_offsets", 1): txn_batch(1, pid=11, seq=-1)}, got.append,
-                             origin="coordinator")
+    broker.rm.append_records(1000, -1, {("__consumer_offsets", 1): txn_batch(1, pid=11, seq=-1)},
+                             origin="coordinator").add_callback(got.append)
     assert got[0][("__consumer_offsets", 1)]["error_code"] == 0
     r = call(broker, write_txn_markers, 1, _markers_body(11, 0, True, "__consumer_offsets", [1]))
     assert r.markers[0].topics[0].partitions[0].error_code == 0

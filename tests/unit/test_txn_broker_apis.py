@@ -37,7 +37,7 @@ class LoopbackClient:
 
     broker: "TxnBroker"
 
-    def __init__(self, reactor, host, port, client_id, request_timeout_ms=30000):
+    def __init__(self, reactor, host, port, client_id, request_timeout_ms=30000, fail_when_unreachable=False):
         self.sent = 0
 
     def send(self, api, version, body) -> defer.Deferred:

@@ -6,8 +6,9 @@ from typing import Callable
 
 import pytest
 
+from odradek.broker.completion import Completion
 from odradek.broker.group.offsets import partition_for
-from odradek.broker.txn import Completion, MarkerJob, TransactionCoordinator, TxnConfig
+from odradek.broker.txn import MarkerJob, TransactionCoordinator, TxnConfig
 from odradek.broker.txn.metadata import (TRANSITIONS, IllegalTxnTransition, TransactionMetadata,
                                          TxnState as S)
 from odradek.protocol.errors import ErrorCode as E
