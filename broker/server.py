@@ -25,13 +25,15 @@ from typing import Any
 
 from twisted.internet import defer, task, threads
 
-from odradek.zk.znodes import BrokerInfo, Endpoint
+from odradek.zk.znodes import BrokerInfo, ControllerEpochZNode, Endpoint
 
 from .apis.context import BrokerContext
+from .apis.controller_common import ControllerView
 from .config.kafka_config import ConfigError, KafkaConfig, LogConfig
 from .group.service import GroupCoordinatorService
 from .log.cleaner_service import LogCleanerService
 from .metadata_cache import MetadataCache
+from .network.connection_quotas import ConnectionQuotas
 from .network.socket_server import KafkaServerFactory
 from .log.producer_state import ProducerIdManager
 from .replication.replica_manager import ReplicaManager
@@ -139,13 +141,16 @@ class KafkaServer:
                     log.exception("%s stop replica hook failed", type(service).__name__)
         self.replica_manager.on_leadership_change = on_leadership_change
         self.replica_manager.on_stop_replicas = on_stop_replicas
+        controller_view = ControllerView(lambda: self.zk.get_controller_state(self.broker_id))
         self.ctx = BrokerContext(
             config=cfg, broker_id=self.broker_id, metadata_cache=self.metadata_cache,
             replica_manager=self.replica_manager, log_manager=self.log_manager, scheduler=self.reactor,
             run_in_thread=self._in_thread, zk=self.zk, admin=self.admin, producer_ids=producer_ids,
             group_coordinator=self.group_service.coordinator, group_service=self.group_service,
-            txn_coordinator=self.txn_service.coordinator)
+            txn_coordinator=self.txn_service.coordinator,
+            controller_view=controller_view)
         self.ctx.topic_configs.update(self._initial_topic_configs)
+        self._watch_controller_epoch(controller_view)
         self._bind_listeners(RequestHandler(self.ctx))
         await self._register()
         self.zk.on_new_session(self._on_new_session)
@@ -215,9 +220,14 @@ class KafkaServer:
     def _bind_listeners(self, handler: RequestHandler) -> None:
         from twisted.internet.error import CannotListenError
 
-        max_bytes = int(self.config["socket.request.max.bytes"])
-        for ep in self.config.listeners:
-            factory = KafkaServerFactory(handler, ep.listener_name, max_bytes)
+        cfg = self.config
+        max_bytes = int(cfg["socket.request.max.bytes"])
+        quotas = ConnectionQuotas(cfg["max.connections"], cfg["max.connections.per.ip"],
+                                  cfg.max_connections_per_ip_overrides, cfg.listener_max_connections,
+                                  cfg.inter_broker_listener_name if len(cfg.listeners) > 1 else None)
+        for ep in cfg.listeners:
+            factory = KafkaServerFactory(handler, ep.listener_name, max_bytes, self.reactor, quotas,
+                                         int(cfg["connections.max.idle.ms"]))
             factory.noisy = False
             try:
                 port = self.reactor.listenTCP(ep.port, factory, interface=ep.host or "")
@@ -238,6 +248,19 @@ class KafkaServer:
             proto = self.config.security_protocol_map.get(ep.listener_name, "PLAINTEXT")
             endpoints.append(Endpoint(ep.listener_name, host, port, proto))
         return BrokerInfo(self.broker_id, endpoints, rack=self.config["broker.rack"])
+
+    def _watch_controller_epoch(self, view: ControllerView) -> None:
+        """Learn of every new controller as ZooKeeper elects it (so a deposed controller's
+        requests are refused at once, not only after its successor's first request)."""
+        def refresh() -> None:
+            self._in_thread(view.read).addCallbacks(
+                view.learn, lambda f: log.info("reading the controller from ZooKeeper failed: %s",
+                                               f.getErrorMessage()))
+
+        def changed(_data: bytes | None, _stat: Any) -> None:   # a kazoo thread
+            if not self._shutting_down:
+                self.reactor.callFromThread(refresh)
+        self.zk.kazoo.DataWatch(ControllerEpochZNode.path, changed)
 
     async def _register(self) -> None:
         from odradek.zk.session import BrokerIdInUseError

@@ -196,6 +196,21 @@ class KafkaZkClient(ZooKeeperClient):
         data, stat = self.get_data(zn.ControllerEpochZNode.path)
         return None if stat is None else (zn.ControllerEpochZNode.decode(data), stat.version)
 
+    def get_controller_state(self, broker_id: int) -> tuple[int, int, int]:
+        """(controller id, controller epoch, broker epoch of ``broker_id``) as ZooKeeper has them
+        now; -1 for what does not exist (no controller elected, broker not registered by this
+        session). /controller and /controller_epoch change together (one multi), so the epoch
+        is read on both sides of /controller until it did not move."""
+        while True:
+            before = self.get_controller_epoch()
+            controller = self.get_controller_id()
+            after = self.get_controller_epoch()
+            if before == after:
+                break
+        stat = self.kazoo.exists(zn.BrokerIdZNode.path(broker_id))
+        broker_epoch = stat.czxid if stat is not None and stat.ephemeralOwner == self.session_id else -1
+        return (-1 if controller is None else controller, -1 if after is None else after[0], broker_epoch)
+
     def register_controller_and_increment_epoch(self, broker_id: int) -> tuple[int, int]:
         """One multi: create ephemeral /controller + bump /controller_epoch at its version."""
         current = self.get_controller_epoch()

@@ -37,6 +37,7 @@ if TYPE_CHECKING:  # the parts are built by KafkaServer; handlers only use them
     from ..log.producer_state import ProducerIdManager
     from ..replication.replica_manager import ReplicaManager
     from ..txn import TransactionCoordinator
+    from .controller_common import ControllerView
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -72,6 +73,7 @@ class BrokerContext:
     group_service: GroupCoordinatorService | None = None   # WriteTxnMarkers tells it of offset markers
     txn_coordinator: TransactionCoordinator | None = None
     broker_epoch: int = -1
+    controller_view: ControllerView | None = None    # who may send controller requests (None: nobody)
     topic_configs: dict[str, dict[str, str]] = field(default_factory=dict)
     pending_auto_creates: set[str] = field(default_factory=set)
 

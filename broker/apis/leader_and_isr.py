@@ -1,7 +1,9 @@
 """LeaderAndIsr (key 4, v0-5): the controller makes this broker leader or follower.
 
-Invariant: rejected whole for a stale broker epoch (STALE_BROKER_EPOCH) or a
-stale controller epoch (STALE_CONTROLLER_EPOCH, decided by the replica manager);
+Invariant: served only from the controller ZooKeeper has now, to this broker's
+current registration (``controller_common``: STALE_CONTROLLER_EPOCH or
+STALE_BROKER_EPOCH otherwise, nothing changed); the replica manager refuses a
+controller epoch older than the newest it applied;
 otherwise each partition is applied only for a newer leader epoch (followers are
 handed to the replica fetchers, which reach the leaders at the request's
 live_leaders endpoints). A topic's
@@ -20,6 +22,7 @@ from odradek.protocol.errors import ErrorCode
 from ..config.kafka_config import ConfigError, LogConfig
 from ..metadata_cache import PartitionMetadata
 from .context import BrokerContext, RequestContext
+from .controller_common import from_the_controller
 
 log = logging.getLogger(__name__)
 
@@ -65,15 +68,14 @@ async def load_log_configs(ctx: BrokerContext, topics: set[str]) -> dict[str, Lo
 
 
 def handle(ctx: BrokerContext, rc: RequestContext, req):
-    return defer.Deferred.fromCoroutine(_handle(ctx, rc, req))
+    return from_the_controller(ctx, "LeaderAndIsr", req, rc.api_version >= 2,
+                               lambda: defer.Deferred.fromCoroutine(_handle(ctx, rc, req)),
+                               lambda code: error_response(req, rc.api_version, code))
 
 
 async def _handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:
     version = rc.api_version
     states = partition_states(req, version)
-    if version >= 2 and 0 <= req.broker_epoch < ctx.broker_epoch:
-        log.info("ignoring LeaderAndIsr with stale broker epoch %d (ours %d)", req.broker_epoch, ctx.broker_epoch)
-        return _response(version, ErrorCode.STALE_BROKER_EPOCH, states, {})
     configs = await load_log_configs(ctx, {s.topic for s, _ in states})
     for leader in req.live_leaders:  # where the replica fetchers find the leaders
         ctx.replica_manager.leader_endpoints[leader.broker_id] = (leader.host_name, leader.port)

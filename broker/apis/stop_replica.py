@@ -1,7 +1,9 @@
 """StopReplica (key 5, v0-3): stop hosting (and maybe delete) partitions.
 
-Invariant: stale broker epoch → STALE_BROKER_EPOCH; stale controller epoch →
-STALE_CONTROLLER_EPOCH (replica manager); v3 per-partition leader epochs fence
+Invariant: served only from the controller ZooKeeper has now, to this broker's
+current registration (``controller_common``: STALE_CONTROLLER_EPOCH or
+STALE_BROKER_EPOCH otherwise, nothing deleted); the replica manager refuses a
+controller epoch older than the newest it applied; v3 per-partition leader epochs fence
 older requests (FENCED_LEADER_EPOCH). Deleting a partition deletes its log and
 forgets the topic's cached config.
 """
@@ -13,6 +15,7 @@ from odradek.protocol.apis import stop_replica as API
 from odradek.protocol.errors import ErrorCode
 
 from .context import BrokerContext, RequestContext
+from .controller_common import from_the_controller
 
 log = logging.getLogger(__name__)
 
@@ -31,12 +34,13 @@ def partitions_of(req, version: int) -> list[tuple[tuple[str, int], bool, int]]:
             for t in req.topic_states for p in t.partition_states]
 
 
-def handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:
-    version = rc.api_version
-    parts = partitions_of(req, version)
-    if version >= 1 and 0 <= req.broker_epoch < ctx.broker_epoch:
-        log.info("ignoring StopReplica with stale broker epoch %d (ours %d)", req.broker_epoch, ctx.broker_epoch)
-        return _response(ErrorCode.STALE_BROKER_EPOCH, parts, {})
+def handle(ctx: BrokerContext, rc: RequestContext, req):
+    return from_the_controller(ctx, "StopReplica", req, rc.api_version >= 1, lambda: _stop(ctx, rc, req),
+                               lambda code: error_response(req, rc.api_version, code))
+
+
+def _stop(ctx: BrokerContext, rc: RequestContext, req) -> dict:
+    parts = partitions_of(req, rc.api_version)
     top, errors = ctx.replica_manager.stop_replicas(req.controller_epoch, parts)
     for (topic, _), delete, _ in parts:
         if delete:

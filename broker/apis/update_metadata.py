@@ -1,8 +1,9 @@
 """UpdateMetadata (key 6, v0-7): the controller's view of brokers and partitions.
 
-Invariant: the only writer of the MetadataCache. Stale broker epoch →
-STALE_BROKER_EPOCH; controller epoch older than the newest seen →
-STALE_CONTROLLER_EPOCH; otherwise the cache takes the live brokers (endpoints per
+Invariant: the only writer of the MetadataCache, served only from the controller
+ZooKeeper has now, to this broker's current registration (``controller_common``:
+STALE_CONTROLLER_EPOCH or STALE_BROKER_EPOCH otherwise, the cache untouched); a
+controller epoch older than the newest seen → STALE_CONTROLLER_EPOCH; otherwise the cache takes the live brokers (endpoints per
 listener), the controller id and the partition states (leader -2 = deleted), and
 parked fetches/produces of deleted partitions are woken.
 """
@@ -15,6 +16,7 @@ from odradek.protocol.errors import ErrorCode
 
 from ..metadata_cache import BrokerMetadata, PartitionMetadata
 from .context import BrokerContext, RequestContext
+from .controller_common import from_the_controller
 
 log = logging.getLogger(__name__)
 
@@ -50,11 +52,13 @@ def partition_states(req, version: int) -> list[PartitionMetadata]:
             for topic, states in groups for s in states]
 
 
-def handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:
+def handle(ctx: BrokerContext, rc: RequestContext, req):
+    return from_the_controller(ctx, "UpdateMetadata", req, rc.api_version >= 5, lambda: _update(ctx, rc, req),
+                               lambda code: error_response(req, rc.api_version, code))
+
+
+def _update(ctx: BrokerContext, rc: RequestContext, req) -> dict:
     version = rc.api_version
-    if version >= 5 and 0 <= req.broker_epoch < ctx.broker_epoch:
-        log.info("ignoring UpdateMetadata with stale broker epoch %d (ours %d)", req.broker_epoch, ctx.broker_epoch)
-        return {"error_code": int(ErrorCode.STALE_BROKER_EPOCH)}
     cache = ctx.metadata_cache
     rm = ctx.replica_manager
     newest = max(cache.controller_epoch, rm.controller_epoch if rm is not None else -1)

@@ -53,6 +53,10 @@ BROKER_CONFIG: dict[str, ConfigKey] = _table([
     ("socket.request.max.bytes", INT, 104857600, at_least(1), "Max bytes of one request."),
     ("connections.max.idle.ms", LONG, 600000, None, "Idle connections are closed after this."),
     ("max.connections.per.ip", INT, 2**31 - 1, at_least(0), "Connections allowed from one address."),
+    ("max.connections.per.ip.overrides", STRING, "", None,
+     "Per-address limits overriding max.connections.per.ip: host:count, comma-separated."),
+    ("max.connections", INT, 2**31 - 1, at_least(0),
+     "Connections the broker accepts across its listeners (listener.name.<l>.max.connections per listener)."),
     ("request.timeout.ms", INT, 30000, at_least(0), "Broker-side client request timeout."),
     # --- log
     ("log.dir", STRING, "/tmp/kafka-logs", None, "Log directory, used when log.dirs is unset."),
@@ -202,6 +206,9 @@ class _TypedValues:
         return dict(self._values)
 
 
+_LISTENER_PREFIXED = re.compile(r"listener\.name\.[a-z0-9_]+\.max\.connections")
+
+
 class KafkaConfig(_TypedValues):
     """The broker's configuration: ``cfg["log.segment.bytes"]``, ``cfg.log_segment_bytes``
     and derived properties (``broker_id``, ``listeners``, ``retention_ms``...)."""
@@ -217,7 +224,8 @@ class KafkaConfig(_TypedValues):
             else:
                 values[name] = key.default
         self._values = values
-        self.unknown = sorted(k for k in self.originals if k not in BROKER_CONFIG)
+        self.unknown = sorted(k for k in self.originals if k not in BROKER_CONFIG
+                              and not _LISTENER_PREFIXED.fullmatch(k))
         for k in self.unknown:
             log.warning("The configuration '%s' was supplied but isn't a known config.", k)
         self._derive_and_check()
@@ -251,6 +259,37 @@ class KafkaConfig(_TypedValues):
     def __repr__(self) -> str:
         return f"KafkaConfig(broker.id={self.broker_id}, zookeeper.connect={self.zookeeper_connect!r})"
 
+    def _per_ip_overrides(self, text: str) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for item in (i.strip() for i in text.split(",")):
+            if not item:
+                continue
+            host, _, count = item.rpartition(":")
+            try:
+                limit = int(count)
+            except ValueError:
+                limit = -1
+            if not host or limit < 0:
+                raise ConfigError(f"Invalid value {text!r} for configuration max.connections.per.ip.overrides: "
+                                  f"{item!r} is not host:count with a count of at least 0")
+            out[host.strip("[]")] = limit
+        return out
+
+    def _listener_max_connections(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for e in self.listeners:
+            name = f"listener.name.{e.listener_name.lower()}.max.connections"
+            if name in self.originals:
+                try:
+                    limit = int(str(self.originals[name]).strip())
+                except ValueError:
+                    limit = -1
+                if limit < 0:
+                    raise ConfigError(f"Invalid value {self.originals[name]!r} for configuration {name}: "
+                                      f"must be an integer of at least 0")
+                out[e.listener_name] = limit
+        return out
+
     # -- derived settings
     def _derive_and_check(self) -> None:
         v = self._values
@@ -283,6 +322,8 @@ class KafkaConfig(_TypedValues):
             raise ConfigError(f"Invalid value {ibl!r} for configuration inter.broker.listener.name: "
                               f"it must be one of the advertised listeners")
         self.inter_broker_listener_name = ibl
+        self.max_connections_per_ip_overrides = self._per_ip_overrides(v["max.connections.per.ip.overrides"])
+        self.listener_max_connections = self._listener_max_connections()
         dirs = v["log.dirs"] if v["log.dirs"] is not None else v["log.dir"]
         self.log_dirs = [d.strip() for d in dirs.split(",") if d.strip()]
         if not self.log_dirs:

@@ -7,19 +7,22 @@ leave in request order; a parked request (long-poll fetch, acks=all produce) hol
 the connection's queue. A frame larger than ``socket.request.max.bytes`` closes the
 connection once the responses owed for the requests before it have been sent; a
 CloseConnection (garbage, an acks=0 failure) closes it at once. Either closes only
-that connection. Responses go out as one ``writeSequence``.
+that connection. Responses go out as one ``writeSequence``. A connection over the
+``ConnectionQuotas`` limits is closed as soon as it is accepted; one with no request in
+progress and no bytes either way for ``connections.max.idle.ms`` is closed by its factory.
 """
 from __future__ import annotations
 
 import logging
 from typing import Any
 
-from twisted.internet import defer, protocol
+from twisted.internet import defer, protocol, task
 from twisted.python.failure import Failure
 
 from odradek.protocol.connection import ServerConnection
 
 from ..apis.context import CloseConnection
+from .connection_quotas import ConnectionQuotas
 from .request_handler import RequestHandler
 
 log = logging.getLogger(__name__)
@@ -38,27 +41,53 @@ class KafkaConnection(protocol.Protocol):
         self.listener = listener
         self.conn = ServerConnection(max_length)
         self.peer = ""
+        self.ip = ""
         self._closed = False
         self._paused = False
+        self._counted = False      # holds a place in the factory's ConnectionQuotas
+        self._waiting = False      # a handler's Deferred is pending
+        self.last_active = 0.0     # the factory clock's seconds at the last byte in or out
 
     def connectionMade(self) -> None:
         peer = self.transport.getPeer()
-        self.peer = f"{getattr(peer, 'host', '?')}:{getattr(peer, 'port', '?')}"
+        self.ip = str(getattr(peer, "host", "?"))
+        self.peer = f"{self.ip}:{getattr(peer, 'port', '?')}"
+        factory = self.factory
+        if factory is not None:
+            if factory.quotas is not None:
+                refused = factory.quotas.try_accept(self.listener, self.ip)
+                if refused is not None:
+                    log.info("refusing a connection on %s from %s: %s", self.listener, self.peer, refused)
+                    self._closed = True
+                    self.transport.abortConnection()
+                    return
+                self._counted = True
+            factory.connections.add(self)
+            self.last_active = factory.clock.seconds()
         try:
             self.transport.setTcpNoDelay(True)
         except Exception:
             pass
-        if self.factory is not None:
-            self.factory.connections.add(self)
 
     def connectionLost(self, reason: Failure = protocol.connectionDone) -> None:
         self._closed = True
-        if self.factory is not None:
-            self.factory.connections.discard(self)
+        factory = self.factory
+        if factory is not None:
+            factory.connections.discard(self)
+            if self._counted and factory.quotas is not None:
+                self._counted = False
+                factory.quotas.release(self.listener, self.ip)
+
+    def idle(self, now: float, idle_s: float) -> bool:
+        """No request in progress and nothing sent or received for ``idle_s``."""
+        return (not self._closed and not self._waiting and self.conn.queued == 0
+                and now - self.last_active > idle_s)
 
     def dataReceived(self, data: bytes) -> None:
         if self._closed:
             return
+        if self.factory is not None:
+            self.last_active = self.factory.clock.seconds()
         self.conn.receive_data(data)
         self._process()
         if self.conn.queued > MAX_QUEUED_REQUESTS and not self._paused and not self._closed:
@@ -88,6 +117,7 @@ class KafkaConnection(protocol.Protocol):
                         self._failed(result)
                         return
                 else:
+                    self._waiting = True
                     result.addCallbacks(self._deferred_done, self._failed)
                     return
             self._send(result)
@@ -100,10 +130,12 @@ class KafkaConnection(protocol.Protocol):
             self.transport.resumeProducing()
 
     def _deferred_done(self, response: bytes | None) -> None:
+        self._waiting = False
         self._send(response)
         self._process()
 
     def _failed(self, failure: Failure) -> None:
+        self._waiting = False
         if failure.check(CloseConnection):
             self._close_now(str(failure.value))
         else:
@@ -115,9 +147,14 @@ class KafkaConnection(protocol.Protocol):
         parts = self.conn.respond(response)
         if parts and not self._closed:
             self.transport.writeSequence(parts)
+            if self.factory is not None:
+                self.last_active = self.factory.clock.seconds()
 
     def _close_now(self, reason: str) -> None:
         log.warning("closing connection from %s: %s", self.peer, reason)
+        self.close(reason)
+
+    def close(self, reason: str) -> None:
         self.conn.close_now(reason)
         self._closed = True
         self.transport.loseConnection()
@@ -126,11 +163,38 @@ class KafkaConnection(protocol.Protocol):
 class KafkaServerFactory(protocol.ServerFactory):
     """Builds a KafkaConnection per accepted socket on one listener."""
 
-    def __init__(self, handler: RequestHandler, listener: str, max_request_size: int):
+    def __init__(self, handler: RequestHandler, listener: str, max_request_size: int, clock: Any = None,
+                 quotas: ConnectionQuotas | None = None, idle_ms: int = 600000):
         self.handler = handler
         self.listener = listener
         self.max_request_size = max_request_size
         self.connections: set[KafkaConnection] = set()
+        if clock is None:
+            from twisted.internet import reactor as clock
+        self.clock = clock
+        self.quotas = quotas
+        self.idle_s = idle_ms / 1000.0
+        self._idle_check: task.LoopingCall | None = None
+
+    def startFactory(self) -> None:
+        """Listening began: look for idle connections every half connections.max.idle.ms (at most
+        every 30 s), so one is closed between once and one and a half times that after its last byte."""
+        check = task.LoopingCall(self.close_idle)
+        check.clock = self.clock
+        check.start(min(max(self.idle_s / 2, 0.05), 30.0), now=False)
+        self._idle_check = check
+
+    def stopFactory(self) -> None:
+        if self._idle_check is not None and self._idle_check.running:
+            self._idle_check.stop()
+        self._idle_check = None
+
+    def close_idle(self) -> None:
+        now = self.clock.seconds()
+        for conn in [c for c in self.connections if c.idle(now, self.idle_s)]:
+            log.info("closing connection from %s on %s: idle for more than connections.max.idle.ms (%d ms)",
+                     conn.peer, self.listener, int(self.idle_s * 1000))
+            conn.close("idle")
 
     def buildProtocol(self, addr: Any) -> KafkaConnection:  # type: ignore[override]  # Twisted types it loosely
         conn = KafkaConnection(self.handler, self.listener, self.max_request_size)

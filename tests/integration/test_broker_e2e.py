@@ -1,15 +1,18 @@
 """Real ZooKeeper + real broker processes, spoken to over raw sockets with our codec."""
 from __future__ import annotations
 
+import json
 import signal
 import socket
 import struct
 import threading
 import time
+import uuid
 
 import pytest
 
-from odradek.protocol.apis import api_versions, create_topics, fetch, list_offsets, metadata, produce
+from odradek.protocol.apis import (api_versions, create_topics, fetch, leader_and_isr, list_offsets, metadata, produce,
+                                  stop_replica, update_metadata)
 from odradek.protocol.connection import ClientConnection, FrameReader
 from odradek.protocol.header import decode_response
 from odradek.protocol.records import BatchBuilder, iter_records
@@ -60,6 +63,18 @@ class RawClient:
             return self.sock.recv(1) == b""
         except ConnectionResetError:
             return True
+
+    def closed_by_peer_within(self, seconds: float) -> bool:
+        """Whether the broker closed this connection (waiting at most ``seconds``)."""
+        self.sock.settimeout(seconds if seconds > 0 else 0.0)
+        try:
+            return self.sock.recv(1) == b""
+        except (BlockingIOError, socket.timeout):
+            return False
+        except ConnectionResetError:
+            return True
+        finally:
+            self.sock.settimeout(30.0)
 
 
 def records(n: int, start: int = 0) -> bytes:
@@ -237,10 +252,22 @@ def test_kill_9_keeps_every_acknowledged_record(single):
     c.close()
 
 
-def test_two_brokers_create_topics_goes_to_the_controller(cluster_factory):
-    cluster = cluster_factory(brokers=2)
-    for i in (1, 2):
-        wait_brokers(cluster.broker_address(i), 2)
+@pytest.fixture(scope="module")
+def two_brokers(tmp_path_factory):
+    """One 2-broker cluster for the tests below (they use topics of their own)."""
+    from odradek.zk.cluster import LocalCluster
+    cluster = LocalCluster(tmp_path_factory.mktemp("two-brokers"), zookeepers=1, brokers=2)
+    cluster.start()
+    try:
+        for i in (1, 2):
+            wait_brokers(cluster.broker_address(i), 2)
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def test_two_brokers_create_topics_goes_to_the_controller(two_brokers):
+    cluster = two_brokers
     clients = {i: RawClient(cluster.broker_address(i)) for i in (1, 2)}
     controller = wait_until(lambda: clients[1].request(metadata, 8, {"topics": []}).controller_id in (1, 2)
                             and clients[1].request(metadata, 8, {"topics": []}).controller_id)
@@ -285,3 +312,109 @@ def test_reregisters_after_zookeeper_session_expiry(cluster_factory):
                    what="produce after the new session")
     assert r.base_offset == 0
     c.close()
+
+
+def test_forged_controller_requests_are_refused_and_change_nothing(two_brokers):
+    """What anyone who reaches a broker port could do before: delete a partition's data with a
+    StopReplica, make the broker ignore its controller with a higher controller epoch, and
+    advertise a foreign host with UpdateMetadata. Each forged request, with every epoch a
+    plain socket can guess or read from ZooKeeper short of the right pair, is refused with
+    Kafka's error code; the partition keeps its data and leader, and the real controller is
+    still obeyed afterwards."""
+    cluster = two_brokers
+    zk = cluster.zk
+    controller = json.loads(zk.get("/controller")[0])["brokerid"]
+    epoch = int(zk.get("/controller_epoch")[0])
+    c = RawClient(cluster.broker_address(1))
+    assert create_topic(c if controller == 1 else RawClient(cluster.broker_address(controller)),
+                        "forged", partitions=2, rf=2).error_code == 0
+    leader_ready(c, "forged")
+    leaders = {p.partition_index: p.leader_id
+               for p in c.request(metadata, 8, {"topics": [{"name": "forged"}]}).topics[0].partitions}
+    on_1 = RawClient(cluster.broker_address(1))
+    target = next(p for p, leader in leaders.items() if leader == 1)
+    assert produce_one(on_1, "forged", records(5), partition=target).error_code == 0
+    broker_epoch = zk.exists("/brokers/ids/1").czxid
+    attempts = [(controller, epoch, broker_epoch - 1), (controller, epoch, -1), (controller, epoch, broker_epoch + 1),
+                (controller, epoch - 1, broker_epoch), (controller, epoch + 1, broker_epoch),
+                (controller, epoch + 1000, broker_epoch), (3 - controller, epoch, broker_epoch)]
+    foreign = {"id": 1, "endpoints": [{"port": 1, "host": "attacker.example", "listener": "PLAINTEXT",
+                                       "security_protocol": 0}], "rack": None}
+    for cid, cepoch, bepoch in attempts:
+        expected = 77 if bepoch != broker_epoch else 11   # STALE_BROKER_EPOCH, STALE_CONTROLLER_EPOCH
+        what = f"controller {cid}, controller epoch {cepoch}, broker epoch {bepoch}"
+        stop = on_1.request(stop_replica, 3, {
+            "controller_id": cid, "controller_epoch": cepoch, "broker_epoch": bepoch, "topic_states": [
+                {"topic_name": "forged", "partition_states": [
+                    {"partition_index": target, "leader_epoch": 1000, "delete_partition": True}]}]})
+        assert stop.error_code == expected, what
+        um = on_1.request(update_metadata, 7, {
+            "controller_id": cid, "controller_epoch": cepoch, "broker_epoch": bepoch, "topic_states": [],
+            "live_brokers": [foreign]})
+        assert um.error_code == expected, what
+        lai = on_1.request(leader_and_isr, 5, {
+            "controller_id": cid, "controller_epoch": cepoch, "broker_epoch": bepoch, "type": 0,
+            "topic_states": [{"topic_name": "forged", "topic_id": uuid.UUID(int=0), "partition_states": [
+                {"partition_index": target, "controller_epoch": cepoch, "leader": 2, "leader_epoch": 1000,
+                 "isr": [2], "zk_version": 0, "replicas": [2, 1], "adding_replicas": [], "removing_replicas": [],
+                 "is_new": False}]}], "live_leaders": []})
+        assert lai.error_code == expected, what
+    # a version without a broker epoch cannot name this registration
+    old = on_1.request(stop_replica, 0, {"controller_id": controller, "controller_epoch": epoch,
+                                         "delete_partitions": True,
+                                         "ungrouped_partitions": [{"topic_name": "forged", "partition_index": target}]})
+    assert old.error_code == 77
+    # the partition kept its data and its leader; nobody advertises a foreign host
+    got = fetch_all(on_1, "forged", partition=target)
+    assert got.error_code == 0 and len(list(iter_records(got.record_set))) == 5
+    meta = on_1.request(metadata, 8, {"topics": [{"name": "forged"}]})
+    assert {(b.node_id, b.host) for b in meta.brokers} == {(1, "127.0.0.1"), (2, "127.0.0.1")}
+    assert {p.partition_index: p.leader_id for p in meta.topics[0].partitions} == leaders
+    # and the real controller is still obeyed: a new topic gets leaders on this broker too
+    ctrl = RawClient(cluster.broker_address(controller))
+    assert create_topic(ctrl, "after-forgery", partitions=2, rf=2).error_code == 0
+    leader_ready(on_1, "after-forgery")
+    for client in (c, on_1, ctrl):
+        client.close()
+
+
+def _ask_versions(c: RawClient) -> int:
+    return c.request(api_versions, 0, {}).error_code
+
+
+def test_connection_limits_refuse_the_excess_and_close_idle_sockets(cluster_factory):
+    """max.connections.per.ip (here through its overrides) refuses the excess from one address
+    promptly while its other connections and other addresses keep working; idle sockets, which
+    used to be held open forever, are closed after connections.max.idle.ms."""
+    cluster = cluster_factory(brokers=1, overrides={"max.connections.per.ip.overrides": "127.0.0.2:3",
+                                                    "connections.max.idle.ms": 3000})
+    host, port = cluster.broker_address(1).rsplit(":", 1)
+
+    def from_ip(ip: str) -> RawClient:
+        c = RawClient.__new__(RawClient)
+        c.sock = socket.create_connection((host, int(port)), timeout=10, source_address=(ip, 0))
+        c.conn = ClientConnection("it", first_correlation_id=1)
+        return c
+
+    allowed = [from_ip("127.0.0.2") for _ in range(3)]
+    assert [_ask_versions(c) for c in allowed] == [0, 0, 0]
+    excess = from_ip("127.0.0.2")
+    assert excess.closed_by_peer(), "the 4th connection from 127.0.0.2 was not refused"
+    assert [_ask_versions(c) for c in allowed] == [0, 0, 0]
+    other = from_ip("127.0.0.3")
+    assert _ask_versions(other) == 0
+    allowed.pop().close()
+    replacement = wait_until(lambda: (lambda c: c if not c.closed_by_peer_within(0.2) else None)(from_ip("127.0.0.2")),
+                             timeout=30, what="a place freed by a closed connection")
+    assert _ask_versions(replacement) == 0
+    # idle sockets go; one that keeps asking stays
+    idle = [from_ip("127.0.0.4") for _ in range(200)]
+    active = from_ip("127.0.0.5")
+    deadline = time.monotonic() + 60
+    while not all(c.closed_by_peer_within(0) for c in idle):
+        assert time.monotonic() < deadline, "idle connections still open after 60 s"
+        assert _ask_versions(active) == 0
+        time.sleep(0.5)
+    assert _ask_versions(active) == 0
+    for c in allowed + [excess, other, replacement, active] + idle:
+        c.close()

@@ -11,6 +11,7 @@ from typing import Any
 from twisted.internet import defer, task
 
 from odradek.broker.apis.context import BrokerContext, RequestContext
+from odradek.broker.apis.controller_common import ControllerView
 from odradek.broker.config.kafka_config import KafkaConfig
 from odradek.broker.log.manager import LogManager
 from odradek.broker.metadata_cache import BrokerMetadata, MetadataCache, PartitionMetadata
@@ -45,6 +46,10 @@ class Broker:
                                  replica_manager=self.rm, log_manager=self.log_manager, scheduler=self.clock,
                                  run_in_thread=sync_thread)
         self.broker_id = broker_id
+        # what ZooKeeper says: /controller, /controller_epoch (the broker epoch is ctx.broker_epoch)
+        self.zk_controller, self.zk_controller_epoch = 1, 1
+        self.ctx.controller_view = ControllerView(
+            lambda: (self.zk_controller, self.zk_controller_epoch, self.ctx.broker_epoch))
 
     def close(self) -> None:
         self.rm.shutdown()

@@ -22,6 +22,7 @@ def broker(tmp_path):
 
 
 def um_body(controller_epoch=1, broker_epoch=-1, topics=None, brokers=(1, 2), deleted=()):
+    """UpdateMetadata from controller 1 (ZooKeeper's in the fixture) to a broker whose epoch is -1."""
     topics = topics or {}
     states = [{"topic_name": t, "partition_states": [
         {"partition_index": p, "controller_epoch": controller_epoch, "leader": leader, "leader_epoch": 0,
@@ -68,15 +69,51 @@ def test_update_metadata_then_metadata(broker):
     assert call(broker, metadata, 1, {"topics": []}).topics == []
 
 
-def test_update_metadata_stale_epochs_and_deletion(broker):
-    broker.ctx.broker_epoch = 100
-    assert call(broker, update_metadata, 7, um_body(broker_epoch=99)).error_code == ErrorCode.STALE_BROKER_EPOCH
-    assert call(broker, update_metadata, 7, um_body(controller_epoch=5, topics={"t": {0: (1, [1], [1])}}
-                                                    )).error_code == 0
-    assert call(broker, update_metadata, 7, um_body(controller_epoch=4)).error_code == ErrorCode.STALE_CONTROLLER_EPOCH
+def test_update_metadata_deletion(broker):
+    assert call(broker, update_metadata, 7, um_body(topics={"t": {0: (1, [1], [1])}})).error_code == 0
     assert broker.cache.contains_topic("t")
-    assert call(broker, update_metadata, 7, um_body(controller_epoch=5, deleted=[("t", 0)])).error_code == 0
+    assert call(broker, update_metadata, 7, um_body(deleted=[("t", 0)])).error_code == 0
     assert not broker.cache.contains_topic("t")
+
+
+def test_controller_requests_only_from_the_controller_zookeeper_has(broker):
+    """The plain-socket attacks: a forged UpdateMetadata, LeaderAndIsr or StopReplica with the
+    wrong broker epoch, an old or a made-up newer controller epoch, or another controller id
+    is refused and changes nothing; the controller ZooKeeper elected is served, also right
+    after an election the broker learns of from the request itself."""
+    broker.ctx.broker_epoch = 100
+    broker.zk_controller, broker.zk_controller_epoch = 1, 5
+    broker.lead("t")
+    assert call(broker, update_metadata, 7, um_body(5, 100, topics={"t": {0: (1, [1], [1])}}, brokers=(1,))
+                ).error_code == 0
+    data_log = broker.log_manager.get_log(("t", 0))
+    forged = [(5, 99, 1, ErrorCode.STALE_BROKER_EPOCH), (5, -1, 1, ErrorCode.STALE_BROKER_EPOCH),
+              (5, 101, 1, ErrorCode.STALE_BROKER_EPOCH), (4, 100, 1, ErrorCode.STALE_CONTROLLER_EPOCH),
+              (6, 100, 1, ErrorCode.STALE_CONTROLLER_EPOCH), (99, 100, 1, ErrorCode.STALE_CONTROLLER_EPOCH),
+              (5, 100, 2, ErrorCode.STALE_CONTROLLER_EPOCH)]
+    for controller_epoch, broker_epoch, controller_id, code in forged:
+        um = dict(um_body(controller_epoch, broker_epoch, brokers=(1, 7)), controller_id=controller_id)
+        assert call(broker, update_metadata, 7, um).error_code == code, (controller_epoch, broker_epoch)
+        lai = dict(lai_body(leader=7, leader_epoch=50, replicas=(7, 1), controller_epoch=controller_epoch,
+                            broker_epoch=broker_epoch), controller_id=controller_id)
+        assert call(broker, leader_and_isr, 5, lai).error_code == code
+        stop = {"controller_id": controller_id, "controller_epoch": controller_epoch, "broker_epoch": broker_epoch,
+                "topic_states": [{"topic_name": "t", "partition_states": [
+                    {"partition_index": 0, "leader_epoch": 50, "delete_partition": True}]}]}
+        assert call(broker, stop_replica, 3, stop).error_code == code
+    # versions without a broker epoch cannot prove they are for this registration
+    old = {"controller_id": 1, "controller_epoch": 5, "delete_partitions": True,
+           "ungrouped_partitions": [{"topic_name": "t", "partition_index": 0}]}
+    assert call(broker, stop_replica, 0, old).error_code == ErrorCode.STALE_BROKER_EPOCH
+    # nothing changed: same log, still the leader, no foreign broker in the metadata
+    assert broker.log_manager.get_log(("t", 0)) is data_log and broker.rm.get_partition(("t", 0)).is_leader
+    assert {b.node_id for b in call(broker, metadata, 8, {"topics": None}).brokers} == {1}
+    assert broker.rm.controller_epoch <= 5 and broker.cache.controller_epoch == 5
+    # ZooKeeper elects broker 2 (epoch 6): its first request is checked against ZooKeeper and served,
+    # and the deposed controller is refused from then on
+    broker.zk_controller, broker.zk_controller_epoch = 2, 6
+    assert call(broker, update_metadata, 7, dict(um_body(6, 100), controller_id=2)).error_code == 0
+    assert call(broker, update_metadata, 7, um_body(5, 100)).error_code == ErrorCode.STALE_CONTROLLER_EPOCH
 
 
 def test_metadata_unknown_invalid_and_auto_create(broker):
@@ -123,14 +160,10 @@ def test_leader_and_isr_creates_logs_and_fences(broker):
     # older controller epoch
     r = call(broker, leader_and_isr, 5, lai_body(leader_epoch=9, controller_epoch=0))
     assert r.error_code == ErrorCode.STALE_CONTROLLER_EPOCH
-    # stale broker epoch
-    broker.ctx.broker_epoch = 50
-    r = call(broker, leader_and_isr, 5, lai_body(leader_epoch=9, broker_epoch=49))
-    assert r.error_code == ErrorCode.STALE_BROKER_EPOCH
     # become follower with a newer epoch
     followers = []
     broker.rm.on_become_follower = followers.extend
-    r = call(broker, leader_and_isr, 5, lai_body(leader=2, leader_epoch=3, replicas=(2, 1), broker_epoch=50))
+    r = call(broker, leader_and_isr, 5, lai_body(leader=2, leader_epoch=3, replicas=(2, 1)))
     assert r.topics[0].partition_errors[0].error_code == 0
     assert not broker.rm.get_partition(("t", 0)).is_leader and [p.tp for p in followers] == [("t", 0)]
 
