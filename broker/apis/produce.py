@@ -6,21 +6,18 @@ appends them as received, or leaves the partition untouched on error). v0-2
 one batch per partition. acks=0 gets no response at all (but an error closes the
 connection, as Kafka does); acks=-1 waits for the HW in the produce purgatory.
 Clients cannot write to internal topics (INVALID_TOPIC_EXCEPTION; the group coordinator
-appends through the replica manager directly), and a compacted topic refuses records
-without a key (INVALID_RECORD) — the only check here that decodes records, and only
-for compacted topics. Transactional batches need the request's transactional_id (else
+appends through the replica manager directly). What a batch must be (one per partition,
+keys on a compacted topic, CRC, sizes, timestamps, sequences) the log decides
+(``Log.append_as_leader``), under the partition's leadership checks. Transactional batches need the request's transactional_id (else
 every partition gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka answers).
 """
 from __future__ import annotations
 
 from odradek.protocol.apis import produce as API
-from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.errors import ErrorCode
 from odradek.protocol.record_batch import HEADER_SIZE, MAGIC, TRANSACTIONAL_MASK
 from odradek.zk.topics import is_internal
 
-from ..log.cleaner import records_have_null_keys
-
-from ..replication.partition import batch_count_is_one
 from ..replication.replica_manager import produce_error
 from .context import BrokerContext, CloseConnection, RequestContext, respond_when
 
@@ -47,17 +44,12 @@ def handle(ctx: BrokerContext, rc: RequestContext, req):
                 early[tp] = produce_error(ErrorCode.INVALID_REQUIRED_ACKS)
             elif version < 3:
                 early[tp] = produce_error(ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT)
-            elif not records or not batch_count_is_one(records):
+            elif not records:
                 early[tp] = produce_error(ErrorCode.INVALID_RECORD)
             elif is_internal(td.name):
                 early[tp] = produce_error(ErrorCode.INVALID_TOPIC_EXCEPTION)
             else:
-                records = records if type(records) is bytes else bytes(records)
-                code = _compaction_error(ctx, tp, records)
-                if code is not None:
-                    early[tp] = produce_error(code)
-                else:
-                    entries[tp] = records
+                entries[tp] = records if type(records) is bytes else bytes(records)
 
     def build(results: dict | None) -> dict | None:
         results = {**early, **(results or {})}
@@ -79,17 +71,6 @@ def _has_transactional(req) -> bool:
     return any(pd.records is not None and len(pd.records) >= HEADER_SIZE and pd.records[16] == MAGIC
                and pd.records[22] & TRANSACTIONAL_MASK
                for td in req.topic_data for pd in td.partition_data)
-
-
-def _compaction_error(ctx: BrokerContext, tp: tuple[str, int], records: bytes) -> ErrorCode | None:
-    """INVALID_RECORD for a record without a key on a compacted topic this broker leads."""
-    p = ctx.replica_manager.get_partition(tp)
-    if p is None or not p.is_leader or not p.log.config.compact:
-        return None   # the append decides (NOT_LEADER_OR_FOLLOWER...)
-    try:
-        return ErrorCode.INVALID_RECORD if records_have_null_keys(records) else None
-    except KafkaError as e:
-        return ErrorCode(e.code)
 
 
 def error_response(req, version: int, code: ErrorCode) -> dict | None:

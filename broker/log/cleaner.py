@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterator
 
 from odradek.protocol import record_batch as rb
 from odradek.protocol.compression import NONE, compress
-from odradek.protocol.records import LOG_APPEND_TIME, Record, decode_batch, encode_varint, iter_batches
+from odradek.protocol.records import LOG_APPEND_TIME, Record, decode_batch, encode_varint
 from odradek.protocol.record_batch import BatchHeader
 
 from .checkpoint import CheckpointError, OffsetCheckpointFile
@@ -45,13 +45,6 @@ CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 _READ_CHUNK = 1 << 20
 _ENTRY_COST = 150  # rough bytes per offset-map entry in CPython (key, int, dict slot)
 TopicPartition = tuple[str, int]
-
-
-def records_have_null_keys(records: bytes | bytearray | memoryview) -> bool:
-    """True if a data record of ``records`` has a null key (Kafka rejects those for
-    compacted topics with INVALID_RECORD). Decodes records: call it for compacted topics only.
-    Raises KafkaError(CORRUPT_MESSAGE) on malformed batches."""
-    return any(not h.is_control and any(r.key is None for r in recs) for h, recs in iter_batches(records))
 
 
 class CleaningAborted(Exception):
@@ -536,4 +529,4 @@ class LogCleaner:
 
 __all__ = ["CLEANER_OFFSET_CHECKPOINT", "AbortedRanges", "CleanerStats", "CleaningAborted", "LogCleaner", "OffsetMap",
            "empty_batch", "rebuild_batch",
-           "records_have_null_keys", "iter_segment_batches"]
+           "iter_segment_batches"]

@@ -34,6 +34,7 @@ from typing import Callable, NamedTuple
 from odradek.protocol import record_batch as rb
 from odradek.protocol.control_records import parse_control_record
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.records import records_have_null_keys
 
 from ..config.kafka_config import LONG_MAX, LogConfig
 from .producer_state import DEFAULT_EXPIRATION_MS, ORIGIN_CLIENT, ORIGIN_COORDINATOR, ProducerStateManager
@@ -254,10 +255,16 @@ class Log(LogRetention, TransactionalLog):
                          origin: str = ORIGIN_CLIENT) -> LogAppendInfo:
         """Validate (batches, then producer state), assign offsets from the LEO, stamp the epoch
         (and LogAppendTime), append. A duplicate idempotent batch is not appended: its original
-        offsets come back. Control batches only from the coordinator (``origin``)."""
+        offsets come back. Control batches only from the coordinator (``origin``); a client's
+        records are one batch, with a key on every record of a compacted log (INVALID_RECORD)."""
         config = self.config
         buf = bytearray(records)
         batches = self._validate(buf, config["max.message.bytes"])
+        if origin == ORIGIN_CLIENT:
+            if len(batches) != 1:
+                raise KafkaError(ErrorCode.INVALID_RECORD, "a produce request carries exactly one batch per partition")
+            if config.compact and records_have_null_keys(buf):
+                raise KafkaError(ErrorCode.INVALID_RECORD, "compacted topic: every record needs a key")
         now = self._now_ms()
         ts_max_diff = config["message.timestamp.difference.max.ms"]
         log_append_time = config.log_append_time
@@ -361,6 +368,10 @@ class Log(LogRetention, TransactionalLog):
         return seg
 
     # ---------------------------------------------------------------- read
+    def offset_in_range(self, offset: int) -> bool:
+        """Whether a fetch may start at ``offset``: from the log start to the log end offset."""
+        return self.log_start_offset <= offset <= self.log_end_offset
+
     def read(self, offset: int, max_bytes: int, max_offset: int | None = None,
              min_one_batch: bool = True) -> bytes:
         """Whole batches from ``offset`` (see LogSegment.read); KafkaError(OFFSET_OUT_OF_RANGE)

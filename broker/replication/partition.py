@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from odradek.protocol.errors import ErrorCode, KafkaError
-from odradek.protocol.record_batch import peek_offset_and_length
 from odradek.zk.znodes import LeaderIsrAndControllerEpoch
 
 from ..metadata_cache import PartitionMetadata
@@ -349,11 +348,3 @@ class Partition:
         if cache is None:
             return -1, -1
         return cache.end_offset_for(requested_epoch, self.log.log_end_offset)
-
-
-def batch_count_is_one(records: bytes) -> bool:
-    """v3+ produce requests carry exactly one batch per partition (Kafka's validateRecords)."""
-    if len(records) < 12:
-        return True  # too short to tell: the log's validation answers CORRUPT_MESSAGE
-    _, length = peek_offset_and_length(records, 0)
-    return 12 + length >= len(records)

@@ -368,10 +368,9 @@ class ReplicaManager:
                 p = self.leader_partition(fp.tp)
                 p.check_leader_epoch(fp.current_leader_epoch)
                 log_ = p.log
-                start, leo = log_.log_start_offset, log_.log_end_offset
-                if fp.fetch_offset < start or fp.fetch_offset > leo:
-                    raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE,
-                                     f"offset {fp.fetch_offset} not in [{start}, {leo}]")
+                if not log_.offset_in_range(fp.fetch_offset):
+                    raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE, f"offset {fp.fetch_offset} not in "
+                                     f"[{log_.log_start_offset}, {log_.log_end_offset}]")
                 end = p.fetch_end_offset(from_follower, params.isolation_level)
                 records = b""
                 limit = min(fp.max_bytes, remaining)
@@ -472,7 +471,7 @@ class ReplicaManager:
         if fp.current_leader_epoch >= 0 and fp.current_leader_epoch != p.leader_epoch:
             return None
         log_ = p.log
-        if fp.fetch_offset < log_.log_start_offset or fp.fetch_offset > log_.log_end_offset:
+        if not log_.offset_in_range(fp.fetch_offset):
             return None
         end = p.fetch_end_offset(params.is_from_follower, params.isolation_level)
         if fp.fetch_offset >= end:

@@ -10,6 +10,7 @@ from odradek.broker.config.kafka_config import LogConfig
 from odradek.broker.log import CorruptIndexError, Log, OffsetIndex, TimeIndex
 from odradek.protocol import record_batch as rb
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.broker.log.producer_state import ORIGIN_COORDINATOR
 from odradek.protocol.records import BatchBuilder, iter_records
 
 
@@ -75,10 +76,13 @@ def test_client_base_offset_is_rewritten_and_bytes_otherwise_kept(tmp_path):
 
 def test_multi_batch_append_and_reads_across_rolls(tmp_path):
     log = make_log(tmp_path, segment_bytes=1000)
+    with pytest.raises(KafkaError) as refused:   # a client's produce carries one batch per partition
+        log.append_as_leader(batch(2) + batch(3), 1)
+    assert refused.value.code == ErrorCode.INVALID_RECORD and log.log_end_offset == 0
     expected = 0
     for i in range(40):
         blob = batch(2, value_size=20) + batch(3, value_size=20)
-        info = log.append_as_leader(blob, 1)
+        info = log.append_as_leader(blob, 1, ORIGIN_COORDINATOR)
         assert info.first_offset == expected
         expected = info.last_offset + 1
     assert len(log.segments) > 5

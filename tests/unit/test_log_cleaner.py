@@ -11,10 +11,11 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from odradek.broker.config.kafka_config import KafkaConfig, LogConfig
 from odradek.broker.log import Log, LogManager
 from odradek.broker.log.checkpoint import OffsetCheckpointFile
-from odradek.broker.log.cleaner import (CLEANER_OFFSET_CHECKPOINT, CleaningAborted, LogCleaner, OffsetMap,
-                                        records_have_null_keys)
+from odradek.broker.log.producer_state import ORIGIN_COORDINATOR
+from odradek.broker.log.cleaner import CLEANER_OFFSET_CHECKPOINT, CleaningAborted, LogCleaner, OffsetMap
 from odradek.protocol import compression, record_batch as rb
-from odradek.protocol.records import LOG_APPEND_TIME, BatchBuilder, iter_batches
+from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.records import LOG_APPEND_TIME, BatchBuilder, iter_batches, records_have_null_keys
 
 from test_log import Clock
 
@@ -245,7 +246,10 @@ def test_null_keys_dropped_and_detected(tmp_path):
     records = b.build()
     assert records_have_null_keys(records)
     assert not records_have_null_keys(_keyed_batch())
-    log.append_as_leader(records, 0)
+    with pytest.raises(KafkaError) as refused:   # a client may not write it to a compacted log
+        log.append_as_leader(records, 0)
+    assert refused.value.code == ErrorCode.INVALID_RECORD and log.log_end_offset == 0
+    log.append_as_leader(records, 0, ORIGIN_COORDINATOR)   # as if written before the topic was compacted
     log.roll()
     produce(log, [(b"z", b"z")], clock.ms)
     stats = LogCleaner(_Manager(log), clock).clean_log(log)
