@@ -16,31 +16,22 @@ from odradek.protocol.errors import ErrorCode, KafkaError
 
 from ..config.kafka_config import LogConfig
 from .epoch_cache import LeaderEpochFileCache
-from .producer_state import ProducerStateManager
+from .log_parts import LogParts
 from .segment import LogSegment
 
 
-class LogRetention:
+class LogRetention(LogParts):
     """Mixin of ``Log``: retention.ms / retention.bytes / log-start deletion (see the module
     invariants)."""
 
     config: LogConfig
-    segments: list[LogSegment]
     log_start_offset: int
     recovery_point: int
-    producer_state: ProducerStateManager
     leader_epoch_cache: LeaderEpochFileCache
 
     if TYPE_CHECKING:
         @property
-        def high_watermark(self) -> int: ...
-        @property
-        def log_end_offset(self) -> int: ...
-        @property
         def size(self) -> int: ...
-        @property
-        def active_segment(self) -> LogSegment: ...
-        def _now_ms(self) -> int: ...
         def roll(self, new_base: int | None = None) -> LogSegment: ...
         def _remove_segments(self, segs: list[LogSegment]) -> None: ...
 

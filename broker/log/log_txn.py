@@ -19,6 +19,7 @@ from odradek.protocol import record_batch as rb
 from odradek.protocol.control_records import build_control_batch, parse_control_record
 from odradek.protocol.errors import KafkaError
 
+from .log_parts import LogParts
 from .producer_state import ORIGIN_COORDINATOR, CompletedTxn, ProducerStateManager
 from .segment import LogSegment
 from .txn_index import AbortedTxn
@@ -27,22 +28,13 @@ if TYPE_CHECKING:
     from .log import LogAppendInfo
 
 
-class TransactionalLog:
+class TransactionalLog(LogParts):
     """Mixin of ``Log``: producer state, markers, txn index, LSO (see the module invariants)."""
 
     dir: str
-    segments: list[LogSegment]
     _bases: list[int]
-    producer_state: ProducerStateManager
 
     if TYPE_CHECKING:
-        @property
-        def high_watermark(self) -> int: ...
-        @property
-        def log_end_offset(self) -> int: ...
-        @property
-        def active_segment(self) -> LogSegment: ...
-        def _now_ms(self) -> int: ...
         def append_as_leader(self, records: bytes | bytearray, leader_epoch: int,
                              origin: str = ...) -> LogAppendInfo: ...
 
