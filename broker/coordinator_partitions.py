@@ -73,11 +73,8 @@ class CoordinatorPartitions:
             error = ErrorCode(results[tp]["error_code"])
             return AppendResult(error, int(results[tp].get("base_offset", -1)) if error == ErrorCode.NONE else -1)
 
-        try:
-            return self.replica_manager.append_records(timeout_ms, required_acks, {tp: batch},
-                                                       origin="coordinator").map(result)
-        except KafkaError as e:
-            return Completion.completed(AppendResult(ErrorCode(e.code)))
+        return self.replica_manager.append_records(timeout_ms, required_acks, {tp: batch},
+                                                   origin="coordinator").map(result)
 
     # ------------------------------------------------------------ leadership
     def on_leadership_change(self, leaders: Iterable[Any], followers: Iterable[Any]) -> None:

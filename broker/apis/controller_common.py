@@ -44,16 +44,18 @@ class ControllerView:
         if known is None or (state[1], state[2]) >= (known[1], known[2]):
             self.known = state
 
-    def judge(self, controller_id: int, controller_epoch: int, broker_epoch: int) -> ErrorCode | None:
-        """The verdict from what is known, or None when ZooKeeper must be asked first."""
+    def judge(self, controller_id: int, controller_epoch: int, broker_epoch: int, *,
+              settled: bool = False) -> ErrorCode | None:
+        """The verdict from what is known, or None when the request is newer than that and
+        ZooKeeper must be asked first; ``settled`` (ZooKeeper was just asked): newer is stale."""
         known = self.known
         if known is None:
-            return None
+            return ErrorCode.STALE_CONTROLLER_EPOCH if settled else None
         known_id, known_epoch, own_epoch = known
         if broker_epoch != own_epoch:
-            return ErrorCode.STALE_BROKER_EPOCH if broker_epoch < own_epoch else None
+            return ErrorCode.STALE_BROKER_EPOCH if settled or broker_epoch < own_epoch else None
         if controller_epoch != known_epoch:
-            return ErrorCode.STALE_CONTROLLER_EPOCH if controller_epoch < known_epoch else None
+            return ErrorCode.STALE_CONTROLLER_EPOCH if settled or controller_epoch < known_epoch else None
         return ErrorCode.NONE if controller_id == known_id else ErrorCode.STALE_CONTROLLER_EPOCH
 
 
@@ -64,10 +66,7 @@ def from_the_controller(ctx: BrokerContext, name: str, req, has_broker_epoch: bo
     view = ctx.controller_view
     broker_epoch = req.broker_epoch if has_broker_epoch else -1
 
-    def decide(verdict: ErrorCode | None) -> R:
-        if verdict is None:   # newer than ZooKeeper itself: not from the controller
-            verdict = (ErrorCode.STALE_BROKER_EPOCH if view is not None and view.known is not None
-                       and broker_epoch != view.known[2] else ErrorCode.STALE_CONTROLLER_EPOCH)
+    def decide(verdict: ErrorCode) -> R:
         if verdict == ErrorCode.NONE:
             return serve()
         log.warning("refusing %s from controller %d (controller epoch %d, broker epoch %d): %s; ZooKeeper "
@@ -83,5 +82,7 @@ def from_the_controller(ctx: BrokerContext, name: str, req, has_broker_epoch: bo
 
     def learned(state: ControllerState) -> R:
         view.learn(state)
-        return decide(view.judge(req.controller_id, req.controller_epoch, broker_epoch))
+        settled = view.judge(req.controller_id, req.controller_epoch, broker_epoch, settled=True)
+        assert settled is not None
+        return decide(settled)
     return ctx.run_in_thread(view.read).addCallback(learned)

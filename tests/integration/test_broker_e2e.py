@@ -25,9 +25,10 @@ class RawClient:
     """A blocking Kafka client socket, one request at a time, on the one sans-IO framer;
     ``send_raw`` writes bytes as they are (for malformed frames)."""
 
-    def __init__(self, address: str, timeout: float = 30.0):
+    def __init__(self, address: str, timeout: float = 30.0, source_ip: str | None = None):
         host, port = address.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=timeout)
+        self.sock = socket.create_connection((host, int(port)), timeout=timeout,
+                                             source_address=None if source_ip is None else (source_ip, 0))
         self.conn: ClientConnection[None] = ClientConnection("it", first_correlation_id=1)
 
     def close(self) -> None:
@@ -388,13 +389,9 @@ def test_connection_limits_refuse_the_excess_and_close_idle_sockets(cluster_fact
     used to be held open forever, are closed after connections.max.idle.ms."""
     cluster = cluster_factory(brokers=1, overrides={"max.connections.per.ip.overrides": "127.0.0.2:3",
                                                     "connections.max.idle.ms": 3000})
-    host, port = cluster.broker_address(1).rsplit(":", 1)
 
     def from_ip(ip: str) -> RawClient:
-        c = RawClient.__new__(RawClient)
-        c.sock = socket.create_connection((host, int(port)), timeout=10, source_address=(ip, 0))
-        c.conn = ClientConnection("it", first_correlation_id=1)
-        return c
+        return RawClient(cluster.broker_address(1), timeout=10, source_ip=ip)
 
     allowed = [from_ip("127.0.0.2") for _ in range(3)]
     assert [_ask_versions(c) for c in allowed] == [0, 0, 0]
