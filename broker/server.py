@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import functools
 import logging
 import socket
 import signal
@@ -33,6 +34,7 @@ from .config.kafka_config import ConfigError, KafkaConfig, LogConfig
 from .group.service import GroupCoordinatorService
 from .log.cleaner_service import LogCleanerService
 from .metadata_cache import MetadataCache
+from .network.broker_client import BrokerClient
 from .network.connection_quotas import ConnectionQuotas
 from .network.socket_server import KafkaServerFactory
 from .log.producer_state import ProducerIdManager
@@ -80,6 +82,8 @@ class KafkaServer:
         self._shutting_down = False
         self._initial_topic_configs: dict[str, dict[str, str]] = {}
         self.started: defer.Deferred[KafkaServer] = defer.Deferred()
+        self.listener_security: dict[str, Any] = {}
+        self.inter_broker_security: Any = None
 
     def _in_thread(self, fn, *args, **kwargs) -> defer.Deferred:
         return threads.deferToThreadPool(self.reactor, self.reactor.getThreadPool(), fn, *args, **kwargs)
@@ -94,12 +98,16 @@ class KafkaServer:
         from odradek.zk.session import KafkaZkClient
 
         log.info("starting broker (zookeeper.connect=%s)", cfg.zookeeper_connect)
-        self.zk = KafkaZkClient(cfg.zookeeper_connect, cfg["zookeeper.session.timeout.ms"],
-                                cfg.zookeeper_connection_timeout_ms)
-        try:
+        self._load_security()
+        from odradek.zk.security import ZkSecurityError
+        try:   # SASL login from KAFKA_OPTS' JAAS file; zookeeper.set.acl: Kafka's secure znode ACLs
+            self.zk = KafkaZkClient(cfg.zookeeper_connect, cfg["zookeeper.session.timeout.ms"],
+                                    cfg.zookeeper_connection_timeout_ms, set_acl=cfg["zookeeper.set.acl"])
             await self._in_thread(self.zk.start, cfg.zookeeper_connection_timeout_ms / 1000.0)
         except KazooTimeoutError:
             raise StartupError(f"Timed out connecting to ZooKeeper at {cfg.zookeeper_connect}") from None
+        except ZkSecurityError as e:
+            raise StartupError(str(e)) from None
         await self._in_thread(self.zk.create_persistent_paths)
         self.admin = AdminZkClient(self.zk.kazoo)
         self.cluster_id = await self._in_thread(self.zk.get_or_create_cluster_id, new_cluster_id())
@@ -114,7 +122,8 @@ class KafkaServer:
             isr_writer=lambda tp, state: self._in_thread(zk.conditional_update_partition_state, tp, state),
             isr_notifier=lambda tps: self._in_thread(zk.create_isr_change_notification, tps))
         from .replication.replica_fetcher import ReplicaFetcherManager
-        self.fetcher_manager = ReplicaFetcherManager(self.broker_id, cfg, self.replica_manager, self.reactor)
+        self.fetcher_manager = ReplicaFetcherManager(self.broker_id, cfg, self.replica_manager, self.reactor,
+                                                     security=self.inter_broker_security)
         self.replica_manager.startup()
         self.cleaner = LogCleanerService(cfg, self.log_manager, self.reactor)
         self.replica_manager.cleaner = self.cleaner
@@ -123,7 +132,9 @@ class KafkaServer:
                                                                   self.broker_id))
         self.txn_service = TransactionCoordinatorService(cfg, self.replica_manager, self.metadata_cache,
                                                          self.reactor, producer_ids, self.broker_id,
-                                                         cfg.inter_broker_listener_name)
+                                                         cfg.inter_broker_listener_name,
+                                                         client_factory=functools.partial(
+                                                             BrokerClient, security=self.inter_broker_security))
         coordinators = (self.group_service, self.txn_service)
 
         def on_leadership_change(leaders, followers) -> None:
@@ -150,12 +161,14 @@ class KafkaServer:
             txn_coordinator=self.txn_service.coordinator,
             controller_view=controller_view)
         self.ctx.topic_configs.update(self._initial_topic_configs)
+        from .security.authorizer import start_authorizer   # ACLs loaded before any request is served
+        self.ctx.authorizer = await start_authorizer(cfg, self.zk, self._in_thread, self.reactor)
         self._watch_controller_epoch(controller_view)
         self._bind_listeners(RequestHandler(self.ctx))
         await self._register()
         self.zk.on_new_session(self._on_new_session)
         from .controller import KafkaController
-        self.controller = KafkaController(cfg, self.zk, self.broker_id, self.reactor)
+        self.controller = KafkaController(cfg, self.zk, self.broker_id, self.reactor, self.inter_broker_security)
         self.ctx.controller = self.controller
         await defer.ensureDeferred(self.controller.startup(self.broker_epoch))
         self.group_service.startup()
@@ -217,6 +230,31 @@ class KafkaServer:
             raise StartupError(str(e)) from None
         self._initial_topic_configs = configs
 
+    def _load_security(self) -> None:
+        """Every listener's TLS context and SASL settings, and the inter-broker client side,
+        before anything else: a broker that cannot speak what a listener says does not start."""
+        from .security.listeners import InterBrokerSecurity, ListenerSecurity, SecurityConfigError
+        try:
+            self.listener_security = {ep.listener_name: ListenerSecurity.for_listener(self.config, ep.listener_name)
+                                      for ep in self.config.listeners}
+            self.inter_broker_security = InterBrokerSecurity.from_config(self.config)
+        except SecurityConfigError as e:
+            raise StartupError(str(e)) from None
+
+    def _scram_credential(self, mechanism: str, username: str) -> defer.Deferred:
+        """The user's SCRAM credential from /config/users/<user> (read at each login: always current)."""
+        from odradek.protocol.scram import ScramCredential, ScramError
+        from odradek.zk.config_entities import sanitize
+
+        def read() -> ScramCredential | None:
+            value = self.zk.get_entity_config("users", sanitize(username)).get(mechanism)
+            try:
+                return ScramCredential.from_config(value) if value else None
+            except ScramError:
+                log.warning("the %s credential of user %s in ZooKeeper is malformed", mechanism, username)
+                return None
+        return self._in_thread(read)
+
     def _bind_listeners(self, handler: RequestHandler) -> None:
         from twisted.internet.error import CannotListenError
 
@@ -226,11 +264,16 @@ class KafkaServer:
                                   cfg.max_connections_per_ip_overrides, cfg.listener_max_connections,
                                   cfg.inter_broker_listener_name if len(cfg.listeners) > 1 else None)
         for ep in cfg.listeners:
+            security = self.listener_security[ep.listener_name]
             factory = KafkaServerFactory(handler, ep.listener_name, max_bytes, self.reactor, quotas,
-                                         int(cfg["connections.max.idle.ms"]))
+                                         int(cfg["connections.max.idle.ms"]), security, self._scram_credential,
+                                         int(cfg["connection.failed.authentication.delay.ms"]))
             factory.noisy = False
             try:
-                port = self.reactor.listenTCP(ep.port, factory, interface=ep.host or "")
+                if security.tls_context is not None:
+                    port = self.reactor.listenSSL(ep.port, factory, security.tls_context, interface=ep.host or "")
+                else:
+                    port = self.reactor.listenTCP(ep.port, factory, interface=ep.host or "")
             except CannotListenError as e:
                 raise StartupError(f"Cannot bind listener {ep.listener_name}://{ep.host}:{ep.port}: "
                                    f"{e.socketError}") from None
@@ -369,8 +412,6 @@ class KafkaServer:
         """Ask the controller to move this broker's leaderships away (Kafka's controlledShutdown)."""
         from odradek.protocol.apis import controlled_shutdown as cs
 
-        from .network.broker_client import BrokerClient
-
         retries = int(self.config["controlled.shutdown.max.retries"])
         backoff = int(self.config["controlled.shutdown.retry.backoff.ms"]) / 1000.0
         listener = self.config.inter_broker_listener_name
@@ -392,7 +433,8 @@ class KafkaServer:
                     host, port = endpoint
                     client = BrokerClient(self.reactor, host, port, f"broker-{self.broker_id}-shutdown",
                                           request_timeout_ms=int(self.config["request.timeout.ms"])
-                                          if "request.timeout.ms" in self.config else 30000)
+                                          if "request.timeout.ms" in self.config else 30000,
+                                          security=self.inter_broker_security)
                     try:
                         resp = await client.send(cs, cs.MAX_VERSION, {"broker_id": self.broker_id,
                                                                       "broker_epoch": self.broker_epoch})

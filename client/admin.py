@@ -329,6 +329,53 @@ class AdminClient:
                 results[gid] = None if code == ErrorCode.NONE else KafkaError(code, f"group {gid!r}")
         return self._finish(results, raise_errors)  # type: ignore[arg-type]
 
+    # -- users' SCRAM credentials (client/scram_admin.py) --------------------------------
+
+    def describe_user_scram_credentials(self, users: Iterable[str] | None = None, raise_errors: bool = True
+                                        ) -> dict[str, Any]:
+        """{user: [ScramCredentialInfo(mechanism, iterations), ...]} for ``users`` (None: every user
+        with a credential); a per-user error raises, or with ``raise_errors=False`` is the value."""
+        from .scram_admin import ScramAdmin
+        with self._lock:
+            results = ScramAdmin(self._cluster, self._pool, self.config["request.timeout.ms"] / 1000.0,
+                                 self.config["retry.backoff.ms"] / 1000.0).describe(users)
+        if raise_errors:
+            self._finish({u: r for u, r in results.items() if isinstance(r, KafkaError)}, True)
+        return results
+
+    def alter_user_scram_credentials(self, alterations: Iterable[Any], raise_errors: bool = True
+                                     ) -> dict[str, KafkaError | None]:
+        """Apply ``UserScramCredentialUpsertion``/``UserScramCredentialDeletion``s (client/scram_admin.py)
+        on the controller; the password is sent only as a salted hash. {user: None | KafkaError}."""
+        from .scram_admin import ScramAdmin
+        with self._lock:
+            results = ScramAdmin(self._cluster, self._pool, self.config["request.timeout.ms"] / 1000.0,
+                                 self.config["retry.backoff.ms"] / 1000.0).alter(alterations)
+        return self._finish(results, raise_errors)
+
+    # -- ACLs (client/acl_admin.py) ---------------------------------------------------------
+
+    def _acl_admin(self) -> Any:
+        from .acl_admin import AclAdmin
+        return AclAdmin(self._cluster, self._pool, self.config["request.timeout.ms"] / 1000.0,
+                        self.config["retry.backoff.ms"] / 1000.0)
+
+    def describe_acls(self, acl_filter: Any) -> list[Any]:
+        """The ``AclBinding``s matching an ``AclBindingFilter`` (odradek.protocol.acl)."""
+        with self._lock:
+            return self._acl_admin().describe(acl_filter)
+
+    def create_acls(self, acls: Iterable[Any], raise_errors: bool = True) -> dict[Any, KafkaError | None]:
+        """Create ``AclBinding``s: {binding: None | KafkaError}."""
+        with self._lock:
+            results = self._acl_admin().create(list(acls))
+        return self._finish(results, raise_errors)  # type: ignore[arg-type]
+
+    def delete_acls(self, acl_filters: Iterable[Any]) -> list[tuple[Any, list[Any], KafkaError | None]]:
+        """[(filter, the AclBindings it removed, None | KafkaError)] per ``AclBindingFilter``."""
+        with self._lock:
+            return self._acl_admin().delete(list(acl_filters))
+
     def close(self) -> None:
         with self._lock:
             self._pool.close()

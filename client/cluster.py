@@ -13,13 +13,16 @@ import random
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Iterable
+from types import ModuleType
+from typing import Any, Callable, Iterable
 
 from odradek.protocol.apis import metadata as _metadata
 from odradek.protocol.errors import ErrorCode, KafkaError
 
 from .config import ClientConfig
+from .security import ClientSecurity
 from .connection import BrokerConnection, ConnectionLost
+from .structs import KafkaTimeoutError
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,7 @@ class ClusterMetadata:
 
     def __init__(self, config: ClientConfig) -> None:
         self.config = config
+        self.security = ClientSecurity.from_config(config)
         self._bootstrap: list[tuple[str, int]] = list(config["bootstrap.servers"])
         self._lock = threading.RLock()
         self._conn: BrokerConnection | None = None
@@ -169,6 +173,8 @@ class ClusterMetadata:
             try:
                 conn.connect()
             except KafkaError as exc:
+                if exc.code in (ErrorCode.SASL_AUTHENTICATION_FAILED, ErrorCode.UNSUPPORTED_SASL_MECHANISM):
+                    raise    # another broker would refuse the same credentials: no retry
                 errors.append(f"{host}:{port}: {exc}")
                 continue
             self._conn = conn
@@ -181,7 +187,8 @@ class ClusterMetadata:
             host, port, node_id=node_id, client_id=cfg["client.id"],
             request_timeout_ms=cfg["request.timeout.ms"],
             connect_timeout_ms=cfg["socket.connection.setup.timeout.ms"],
-            send_buffer_bytes=cfg["send.buffer.bytes"], receive_buffer_bytes=cfg["receive.buffer.bytes"])
+            send_buffer_bytes=cfg["send.buffer.bytes"], receive_buffer_bytes=cfg["receive.buffer.bytes"],
+            security=self.security)
 
     def _apply(self, resp, names: list[str] | None) -> None:
         self.brokers = {b.node_id: BrokerMetadata(b.node_id, b.host, b.port, b.rack) for b in resp.brokers}
@@ -280,3 +287,36 @@ class NodePool:
         conns, self.conns = list(self.conns.values()), {}
         for conn in conns:
             conn.close()
+
+    def call(self, api: ModuleType, body: dict[str, Any], nodes: Callable[[], Iterable[int]],
+             timeout_s: float, backoff_s: float, version: Callable[[BrokerConnection], int] | None = None,
+             moved: Callable[[Any], str | None] | None = None) -> Any:
+        """One admin request, retried until ``timeout_s``: after a metadata refresh each of
+        ``nodes()`` is tried in turn; a retriable error (a lost connection) drops that node's
+        connection and goes on, any other raises. ``moved(response)`` names why an answer came
+        from the wrong broker (NOT_CONTROLLER), which is retried the same way."""
+        deadline = time.monotonic() + timeout_s
+        last: Exception | None = None
+        while True:
+            try:
+                self.cluster.refresh([])
+            except KafkaError as exc:
+                last = exc
+            for node in nodes():
+                try:
+                    conn = self.get(node)
+                    resp = conn.request(api, body, version=version(conn) if version else conn.version_for(api),
+                                        timeout=timeout_s)
+                except KafkaError as exc:
+                    if not exc.retriable:
+                        raise
+                    self.drop(node, exc)
+                    last = exc
+                    continue
+                why = moved(resp) if moved is not None else None
+                if why is None:
+                    return resp
+                last = KafkaError(ErrorCode.NOT_CONTROLLER, f"broker {node}: {why}")
+            if time.monotonic() + backoff_s > deadline:
+                raise KafkaTimeoutError(f"{api.NAME} did not complete in time ({last})")
+            time.sleep(backoff_s)

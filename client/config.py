@@ -62,6 +62,15 @@ def _choice(*choices: str) -> Callable[[str, Any], str]:
     return conv
 
 
+def _upper_choice(*choices: str) -> Callable[[str, Any], str]:
+    def conv(name: str, v: Any) -> str:
+        s = str(v).upper()
+        if s not in choices:
+            raise ConfigError(f"{name} must be one of {', '.join(choices)}, got {v!r}")
+        return s
+    return conv
+
+
 def _servers(name: str, v: Any) -> list[tuple[str, int]]:
     items = v.split(",") if isinstance(v, str) else list(v)
     out = []
@@ -137,7 +146,31 @@ COMMON: dict[str, _Spec] = {
     "connections.max.idle.ms": (540000, _int(-1, MAX_INT)),
     "send.buffer.bytes": (131072, _int(-1, MAX_INT)),
     "receive.buffer.bytes": (65536, _int(-1, MAX_INT)),
-    "security.protocol": ("plaintext", _choice("plaintext")),
+    "security.protocol": ("PLAINTEXT", _upper_choice("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")),
+    # TLS: PEM files (Kafka's ssl.keystore.type=PEM layout, or librdkafka's separate files)
+    "ssl.truststore.location": (None, _str),
+    "ssl.truststore.type": ("PEM", _upper_choice("PEM")),
+    "ssl.keystore.location": (None, _str),
+    "ssl.keystore.type": ("PEM", _upper_choice("PEM")),
+    "ssl.certificate.location": (None, _str),
+    "ssl.key.location": (None, _str),
+    "ssl.key.password": (None, _str),
+    "ssl.endpoint.identification.algorithm": ("https", _str),
+    # SASL: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512
+    "sasl.mechanism": ("PLAIN", _str),
+    "sasl.username": (None, _str),
+    "sasl.password": (None, _str),
+    "sasl.jaas.config": (None, _str),
+}
+
+# Other clients' names for the same settings (kafka-python's and librdkafka's), so their
+# configuration files and keyword arguments work unchanged.
+ALIASES: dict[str, str] = {
+    "ssl.cafile": "ssl.truststore.location", "ssl.ca.location": "ssl.truststore.location",
+    "ssl.certfile": "ssl.certificate.location", "ssl.keyfile": "ssl.key.location",
+    "ssl.password": "ssl.key.password", "ssl.key.passphrase": "ssl.key.password",
+    "sasl.mechanisms": "sasl.mechanism",
+    "sasl.plain.username": "sasl.username", "sasl.plain.password": "sasl.password",
 }
 
 PRODUCER: dict[str, _Spec] = {
@@ -191,8 +224,10 @@ KINDS: dict[str, dict[str, _Spec]] = {"producer": PRODUCER, "consumer": CONSUMER
 
 
 def normalize_key(key: str) -> str:
-    """``linger_ms`` -> ``linger.ms`` (Kafka's names never contain underscores)."""
-    return key.replace("_", ".").lower()
+    """``linger_ms`` -> ``linger.ms`` (Kafka's names never contain underscores); other clients'
+    names for a setting (``ssl_cafile``, ``sasl.mechanisms``) -> Kafka's."""
+    key = key.replace("_", ".").lower()
+    return ALIASES.get(key, key)
 
 
 class ClientConfig(Mapping[str, Any]):

@@ -10,19 +10,30 @@ with a retriable ``ConnectionLost`` and the connection is never reused.
 ApiVersions: v3 first; on UNSUPPORTED_VERSION (answered in v0 format) retry at
 the broker's advertised max for key 18; on a disconnect retry with v0.
 
+With ``security`` (``client/security.py``) the socket is TLS from the start and, on a SASL
+listener, the connection authenticates (SaslHandshake v1, SaslAuthenticate rounds) right after
+ApiVersions, before ``connect()`` returns; a refused login raises ``KafkaError``
+(SASL_AUTHENTICATION_FAILED) and is not retried. Data TLS has already decrypted is read along
+with the socket's, so a poll on the socket never misses a buffered response.
+
 A connection is used by one thread at a time (its owner's).
 """
 from __future__ import annotations
 
 import select
 import socket
+import ssl
 import time
 from types import ModuleType
 from typing import Any, Callable, Mapping, Sequence
 
 from odradek.protocol.apis import api_versions as _api_versions
+from odradek.protocol.apis import sasl_authenticate, sasl_handshake
 from odradek.protocol.connection import ClientConnection
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.sasl import SaslClient, SaslClientError
+
+from .security import ClientSecurity
 
 SOFTWARE_NAME = "odradek"
 SOFTWARE_VERSION = "0.1.0"
@@ -71,7 +82,8 @@ class BrokerConnection:
 
     def __init__(self, host: str, port: int, *, node_id: int = -1, client_id: str | None = None,
                  request_timeout_ms: int = 30000, connect_timeout_ms: int = 10000,
-                 send_buffer_bytes: int = 131072, receive_buffer_bytes: int = 65536) -> None:
+                 send_buffer_bytes: int = 131072, receive_buffer_bytes: int = 65536,
+                 security: ClientSecurity | None = None) -> None:
         self.host, self.port, self.node_id = host, port, node_id
         self.client_id = client_id
         self.request_timeout = request_timeout_ms / 1000.0
@@ -83,6 +95,7 @@ class BrokerConnection:
         self.api_versions_version: int | None = None
         self._closed_error: KafkaError | None = None
         self._chunk = bytearray(_CHUNK)
+        self.security = security
 
     def __repr__(self) -> str:
         return f"<BrokerConnection node={self.node_id} {self.host}:{self.port}>"
@@ -126,7 +139,33 @@ class BrokerConnection:
                 raise KafkaError(resp.error_code, "ApiVersions failed")
             self.api_versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
             self.api_versions_version = version
+            if self.security is not None and self.security.sasl_mechanism:
+                self._authenticate(self.security)
             return self
+
+    def _authenticate(self, security: ClientSecurity) -> None:
+        """SASL right after ApiVersions; a refusal closes the connection and raises."""
+        assert security.sasl_mechanism and security.username and security.password
+        resp = self.request(sasl_handshake, {"mechanism": security.sasl_mechanism},
+                            version=min(1, self.version_for(sasl_handshake)))
+        if resp.error_code != ErrorCode.NONE:
+            self.close()
+            raise KafkaError(resp.error_code, f"{self.host}:{self.port} does not enable SASL mechanism "
+                             f"{security.sasl_mechanism} (it offers {', '.join(resp.mechanisms)})")
+        client = SaslClient(security.sasl_mechanism, security.username, security.password)
+        token: bytes | None = client.first_token()
+        try:
+            while token is not None:
+                resp = self.request(sasl_authenticate, {"auth_bytes": token})
+                if resp.error_code != ErrorCode.NONE:
+                    raise KafkaError(resp.error_code, resp.error_message or "SASL authentication failed")
+                token = client.next_token(bytes(resp.auth_bytes))
+        except SaslClientError as exc:
+            self.close()
+            raise KafkaError(ErrorCode.SASL_AUTHENTICATION_FAILED, str(exc)) from None
+        except KafkaError:
+            self.close()
+            raise
 
     def _open_socket(self) -> None:
         try:
@@ -142,6 +181,11 @@ class BrokerConnection:
         except OSError:
             pass
         sock.settimeout(self.request_timeout)
+        if self.security is not None:
+            try:
+                sock = self.security.wrap(sock, self.host)
+            except (OSError, ValueError) as exc:
+                raise ConnectionLost(f"TLS handshake with {self.host}:{self.port} failed: {exc}") from None
         self._sock = sock
         self._closed_error = None
         self._conn = ClientConnection(self.client_id, first_correlation_id=self._conn.next_correlation_id())
@@ -296,6 +340,8 @@ class BrokerConnection:
             done.append(pending.token)
         if conn.violation is not None:
             self.close(ConnectionLost(conn.violation))
+        elif isinstance(sock, ssl.SSLSocket) and sock.pending():
+            done += self.read_responses()   # decrypted bytes a poll on the socket cannot see
         return done
 
     def expired(self, now: float | None = None) -> bool:

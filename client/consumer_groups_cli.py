@@ -15,7 +15,7 @@ from typing import Any, Iterable
 from .admin import AdminClient
 from .consumer import Consumer
 from .structs import GroupDescription, OffsetAndMetadata, TopicPartition
-from .tools import ArgParser, ToolError, resolve_bootstrap, run_tool
+from .tools import ArgParser, ToolError, properties_file, resolve_bootstrap, run_tool
 
 MISSING = "-"
 _ACTIONS = ("list", "describe", "delete", "reset_offsets")
@@ -46,6 +46,8 @@ def parser() -> ArgParser:
     ap.add_argument("--dry-run", action="store_true")
     ap.add_argument("--execute", action="store_true")
     ap.add_argument("--timeout", type=int, default=5000, help="request timeout in ms")
+    ap.add_argument("--command-config", dest="command_config",
+                    help="client properties file (security.protocol, ssl.*, sasl.*)")
     return ap
 
 
@@ -66,10 +68,10 @@ class GroupsTool:
     def __init__(self, args: Any) -> None:
         self.args = args
         bootstrap = resolve_bootstrap(args.bootstrap_server)
-        self.admin = AdminClient(bootstrap_servers=bootstrap, request_timeout_ms=args.timeout,
-                                 client_id="odradek-consumer-groups")
-        self.consumer = Consumer(bootstrap_servers=bootstrap, request_timeout_ms=args.timeout,
-                                 enable_auto_commit=False, client_id="odradek-consumer-groups")
+        client = {**properties_file(args.command_config), "bootstrap.servers": bootstrap,
+                  "request.timeout.ms": args.timeout, "client.id": "odradek-consumer-groups"}
+        self.admin = AdminClient(client)
+        self.consumer = Consumer({**client, "enable.auto.commit": False})
 
     def close(self) -> None:
         self.admin.close()

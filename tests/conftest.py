@@ -14,7 +14,7 @@ Fixtures:
 - ``register_brokers`` (function): ``register_brokers([1, 2, 3])`` writes fake
   ephemeral /brokers/ids/<id> znodes (v5 JSON) through ``zk``.
 - ``cluster_factory`` (function): ``cluster_factory(brokers=3, zookeepers=1,
-  overrides={...})`` -> a started ``LocalCluster`` with its OWN ensemble (1 node
+  overrides={...}, extra_listeners={id: [...]})`` -> a started ``LocalCluster`` with its OWN ensemble (1 node
   by default for speed; pass zookeepers=3 for ZooKeeper fault tests). All are
   stopped at teardown; on failure the tail of every broker log is printed.
 - ``free_port`` (function): ``free_port()`` -> a free loopback TCP port.
@@ -142,10 +142,10 @@ def cluster_factory(tmp_path_factory: pytest.TempPathFactory, request: pytest.Fi
     clusters: list[LocalCluster] = []
 
     def make(brokers: int = 1, zookeepers: int = 1, overrides: dict[str, object] | None = None,
-             startup_timeout: float = 90.0) -> LocalCluster:
+             startup_timeout: float = 90.0, extra_listeners: dict[int, list[str]] | None = None) -> LocalCluster:
         data_dir = tmp_path_factory.mktemp("cluster")
         cluster = LocalCluster(data_dir, zookeepers=zookeepers, brokers=brokers, overrides=overrides,
-                               startup_timeout=startup_timeout)
+                               startup_timeout=startup_timeout, extra_listeners=extra_listeners)
         clusters.append(cluster)
         cluster.start()
         return cluster

@@ -20,6 +20,7 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.zk import assignment as assign
 from odradek.zk import topics as topic_rules
+from odradek.zk.security import ZkSecurityError, new_kazoo, start_kazoo, zk_client_security
 from odradek.zk.znodes import (BrokerIdsZNode, BrokerIdZNode, BrokerInfo, ConfigEntityChangeNotificationSequenceZNode,
                                ConfigEntityChangeNotificationZNode, ConfigEntityZNode, ControllerZNode,
                                DeleteTopicsTopicZNode, TopicPartitionStateZNode, TopicsZNode, TopicZNode)
@@ -358,11 +359,24 @@ class ZooKeeperUnavailable(AdminOperationError):
     """No ZooKeeper session could be established in time."""
 
 
-def open_zk(connect_string: str, timeout: float = 10.0, read_only: bool = False) -> KazooClient:
-    """A started KazooClient, or ZooKeeperUnavailable (one line) after ``timeout`` seconds."""
-    zk = KazooClient(hosts=connect_string, timeout=max(timeout, 4.0), read_only=read_only)
+def open_zk(connect_string: str, timeout: float = 10.0, read_only: bool = False,
+            environ: Mapping[str, str] | None = None) -> KazooClient:
+    """A started KazooClient, or ZooKeeperUnavailable (one line) after ``timeout`` seconds.
+
+    Like Kafka's tools, it logs in with the JAAS ``Client`` section named by ``KAFKA_OPTS``
+    of ``environ`` (default: os.environ), and then creates znodes with Kafka's secure ACLs
+    (``JaasUtils.isZkSaslEnabled``); a bad JAAS setup or a refused login is an
+    AdminOperationError (one line).
+    """
     try:
-        zk.start(timeout=timeout)
+        security = zk_client_security(environ)
+        zk = new_kazoo(connect_string, max(timeout, 4.0), security, security.sasl_enabled, read_only)
+    except ZkSecurityError as exc:
+        raise AdminOperationError(str(exc)) from None
+    try:
+        start_kazoo(zk, connect_string, timeout, security)
+    except ZkSecurityError as exc:
+        raise AdminOperationError(str(exc)) from None
     except Exception as exc:  # KazooTimeoutError, bad host strings, resolution errors...
         _close_zk(zk)
         reason = str(exc) or type(exc).__name__

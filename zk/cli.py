@@ -17,6 +17,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "zookeeper": ("odradek.zk.ensemble", "main", "start one ZooKeeper node"),
     "broker": ("odradek.broker.server", "main", "start one broker: broker start server.properties"),
     "topics": ("odradek.zk.topics_cli", "main", "create, list, describe, alter, delete topics (like kafka-topics.sh --zookeeper)"),
+    "acls": ("odradek.zk.acls_cli", "main", "add, remove, list ACLs (like kafka-acls.sh)"),
+    "configs": ("odradek.zk.configs_cli", "main", "describe, alter configs and SCRAM credentials (like kafka-configs.sh)"),
     "leader-election": ("odradek.zk.leader_election_cli", "main",
                         "preferred replica election (like kafka-leader-election.sh --election-type preferred)"),
     "console-producer": ("odradek.client.console", "producer_main", "records from stdin to a topic"),

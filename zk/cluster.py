@@ -98,23 +98,32 @@ class LocalCluster:
     (they outlive this Python process; used by ``odradek cluster up``).
     ``broker_command`` is the command a broker is started with, followed by its
     server.properties path (default: ``$ODRADEK_BROKER_COMMAND`` split by shlex,
-    else ``python -m odradek.zk.cli broker start``).
+    else ``python -m odradek.zk.cli broker start``). ``extra_listeners[id]`` are listeners
+    (``NAME://host:port``) broker ``id`` has besides its PLAINTEXT one, which the readiness
+    checks use. ``env`` is added to the brokers'
+    environment and to this object's own ZooKeeper session's, e.g. ``KAFKA_OPTS`` naming a
+    JAAS file: its ``Client`` section is the ZooKeeper login, and a ``Server`` section makes
+    the ensemble authenticate clients with SASL (users from that section).
     """
 
     def __init__(self, data_dir: str | os.PathLike, zookeepers: int = 3, brokers: int = 3,
                  base_port: int | None = None, overrides: dict[str, object] | None = None,
                  detached: bool = False, startup_timeout: float = 90.0,
-                 broker_command: list[str] | None = None):
+                 broker_command: list[str] | None = None, env: dict[str, str] | None = None,
+                 extra_listeners: dict[int, list[str]] | None = None):
         if brokers < 1:
             raise ValueError("a cluster needs at least one broker")
         self.data_dir = Path(data_dir).resolve()
         self.detached = detached
         self.startup_timeout = startup_timeout
         self.overrides = {k: str(v) for k, v in (overrides or {}).items()}
+        self.extra_listeners = dict(extra_listeners or {})
         env_command = os.environ.get("ODRADEK_BROKER_COMMAND")
         self.broker_command = list(broker_command or (shlex.split(env_command) if env_command else
                                                       [sys.executable, "-m", "odradek.zk.cli", "broker", "start"]))
-        self.ensemble = ZooKeeperEnsemble(self.data_dir / "zookeeper", zookeepers, base_port, detached=detached)
+        self.env = {**os.environ, **(env or {})}
+        self.ensemble = ZooKeeperEnsemble(self.data_dir / "zookeeper", zookeepers, base_port, detached=detached,
+                                          sasl_jaas_file=_sasl_server_jaas_file(self.env))
         ports = ([base_port + 300 + i for i in range(brokers)] if base_port is not None else free_ports(brokers))
         self.brokers: dict[int, BrokerProcess] = {
             i + 1: BrokerProcess(i + 1, port, self.data_dir / f"broker-{i + 1}") for i, port in enumerate(ports)}
@@ -139,7 +148,7 @@ class LocalCluster:
         """A kazoo client on the ensemble (opened on first use, closed by ``stop()``)."""
         if self._zk is None:
             from odradek.zk.admin import open_zk
-            self._zk = open_zk(self.zookeeper_connect, timeout=30.0)
+            self._zk = open_zk(self.zookeeper_connect, timeout=30.0, environ=self.env)
         return self._zk
 
     def broker_address(self, broker_id: int) -> str:
@@ -263,6 +272,8 @@ class LocalCluster:
             "group.initial.rebalance.delay.ms": "0",
         }
         props.update(self.overrides)
+        if self.extra_listeners.get(broker.id):
+            props["listeners"] = ",".join([f"PLAINTEXT://{HOST}:{broker.port}", *self.extra_listeners[broker.id]])
         return props
 
     def _spawn(self, broker: BrokerProcess) -> None:
@@ -270,7 +281,7 @@ class LocalCluster:
         lines = [f"{k}={v}" for k, v in self.server_properties(broker).items()]
         broker.properties_path.write_text("# written by odradek LocalCluster\n" + "\n".join(lines) + "\n")
         cmd = [*self.broker_command, str(broker.properties_path)]
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        env = {**self.env, "PYTHONUNBUFFERED": "1"}
         with open(broker.log_path, "ab") as log:
             broker.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                            cwd=broker.dir, env=env, start_new_session=self.detached,
@@ -333,6 +344,16 @@ class LocalCluster:
             if stat is not None:
                 sessions.add(stat.ephemeralOwner)
         return sessions
+
+
+def _sasl_server_jaas_file(env: dict[str, str]) -> str | None:
+    """The JAAS file KAFKA_OPTS names if it has a ZooKeeper ``Server`` section, else None."""
+    from odradek.protocol.jaas import JaasError, kafka_opts_properties, load_jaas_file, login_config_file
+    try:
+        path = login_config_file(kafka_opts_properties(env))
+        return path if path is not None and "Server" in load_jaas_file(path) else None
+    except JaasError as exc:
+        raise ClusterError(str(exc)) from None
 
 
 # ---------------------------------------------------------------- state of a detached cluster
@@ -433,8 +454,12 @@ def _up(args: argparse.Namespace, data_dir: Path, CommandError: type[Exception])
         if not sep or not key.strip():
             raise CommandError(f"bad --override {item!r}: expected KEY=VALUE")
         overrides[key.strip()] = value.strip()
-    cluster = LocalCluster(data_dir, zookeepers=args.zookeepers, brokers=args.brokers, base_port=args.base_port,
-                           overrides=overrides, detached=True, startup_timeout=args.timeout)
+    try:
+        cluster = LocalCluster(data_dir, zookeepers=args.zookeepers, brokers=args.brokers,
+                               base_port=args.base_port, overrides=overrides, detached=True,
+                               startup_timeout=args.timeout)
+    except ClusterError as exc:   # a JAAS file named by KAFKA_OPTS that cannot be used
+        raise CommandError(str(exc)) from None
     print(f"Starting {args.zookeepers} ZooKeeper node(s) and {args.brokers} broker(s) in {data_dir} ...",
           flush=True)
     try:

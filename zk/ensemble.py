@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import glob
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -141,8 +142,30 @@ def render_zoo_cfg(data_dir: Path, client_port: int, servers: dict[int, tuple[st
     return "\n".join(lines) + "\n"
 
 
-def java_command(cfg_path: Path | str) -> list[str]:
-    return [find_java(), *JVM_OPTS, "-cp", find_classpath(), MAIN_CLASS, str(cfg_path)]
+def java_command(cfg_path: Path | str, jvm_flags: list[str] | None = None) -> list[str]:
+    """The JVM command line of one node; ``jvm_flags`` come after odradek's own (so they win)."""
+    return [find_java(), *JVM_OPTS, *(jvm_flags or []), "-cp", find_classpath(), MAIN_CLASS, str(cfg_path)]
+
+
+def sasl_server_settings(jaas_file: str | os.PathLike) -> tuple[dict[str, str], list[str]]:
+    """(zoo.cfg lines, JVM flags) of a node whose clients log in with SASL: ZooKeeper's SASL
+    authentication provider, and the JAAS file whose ``Server`` section lists the users
+    (``org.apache.zookeeper.server.auth.DigestLoginModule required user_kafka="...";``)."""
+    from odradek.zk.security import SASL_AUTH_PROVIDER
+    return ({"authProvider.1": SASL_AUTH_PROVIDER},
+            [f"-Djava.security.auth.login.config={Path(jaas_file).resolve()}"])
+
+
+def env_jvm_flags(environ: dict[str, str] | os._Environ) -> list[str]:
+    """JVM flags from the environment, as Kafka's zookeeper-server-start.sh (KAFKA_OPTS) and
+    ZooKeeper's zkServer.sh (SERVER_JVMFLAGS) take them."""
+    flags: list[str] = []
+    for name in ("SERVER_JVMFLAGS", "KAFKA_OPTS"):
+        try:
+            flags += shlex.split(environ.get(name, ""))
+        except ValueError as exc:
+            raise ZooKeeperError(f"{name} cannot be split into words: {exc}") from None
+    return flags
 
 
 # ---------------------------------------------------------------- ensemble
@@ -175,12 +198,15 @@ class ZooKeeperEnsemble:
     With ``base_port`` node i (1-based) uses client port base+i-1, peer port
     base+100+i-1 and election port base+200+i-1; without it, free ports are picked.
     ``detached=True`` starts the JVMs in their own session so they outlive this process.
+    ``sasl_jaas_file``: the nodes authenticate clients with SASL, users from that JAAS file's
+    ``Server`` section (``sasl_server_settings``); ``jvm_flags`` are added to every JVM.
     """
 
     host = "127.0.0.1"
 
     def __init__(self, data_dir: str | os.PathLike, size: int = 3, base_port: int | None = None,
-                 tick_time: int = 2000, detached: bool = False, extra_config: dict[str, str] | None = None):
+                 tick_time: int = 2000, detached: bool = False, extra_config: dict[str, str] | None = None,
+                 sasl_jaas_file: str | os.PathLike | None = None, jvm_flags: list[str] | None = None):
         if size < 1:
             raise ValueError("an ensemble needs at least one node")
         self.data_dir = Path(data_dir).resolve()
@@ -188,6 +214,11 @@ class ZooKeeperEnsemble:
         self.tick_time = tick_time
         self.detached = detached
         self.extra_config = dict(extra_config or {})
+        self.jvm_flags = list(jvm_flags or [])
+        if sasl_jaas_file is not None:
+            cfg, flags = sasl_server_settings(sasl_jaas_file)
+            self.extra_config.update(cfg)
+            self.jvm_flags += flags
         if base_port is None:
             ports = free_ports(3 * size)
             triples = [tuple(ports[3 * i:3 * i + 3]) for i in range(size)]
@@ -290,7 +321,7 @@ class ZooKeeperEnsemble:
 
     def _spawn(self, node: ZooKeeperNode) -> None:
         self.write_config(node)
-        cmd = java_command(node.cfg_path)
+        cmd = java_command(node.cfg_path, self.jvm_flags)
         log = open(node.log_path, "ab")
         try:
             node.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
@@ -321,6 +352,23 @@ class _Parser(argparse.ArgumentParser):
         raise CommandError(message)
 
 
+def _jaas_has_server_section(jvm_flags: list[str]) -> bool:
+    """True if the flags name a JAAS file with a ``Server`` section (the SASL users); a named
+    file that is missing or unparsable is a CommandError naming it."""
+    from odradek.zk.cli import CommandError
+    from odradek.protocol.jaas import JaasError, java_system_properties, load_jaas_file, login_config_file
+
+    props = java_system_properties(shlex.join(jvm_flags))
+    jaas_file = login_config_file(props)
+    if jaas_file is None:
+        return False
+    section = props.get("zookeeper.sasl.serverconfig") or "Server"
+    try:
+        return section in load_jaas_file(jaas_file)
+    except JaasError as exc:
+        raise CommandError(str(exc)) from None
+
+
 def main(argv: list[str]) -> int:
     """``odradek zookeeper start (zoo.cfg | data-dir | --id N --data-dir D --client-port P [--servers ...])``.
 
@@ -341,12 +389,21 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--quorum-listen-on-all-ips", action="store_true",
                         help="bind peer/election ports on all interfaces (containers)")
     args = parser.parse_args(argv)
+    try:
+        jvm_flags = env_jvm_flags(os.environ)
+    except ZooKeeperError as exc:
+        raise CommandError(str(exc)) from None
+    sasl_server = _jaas_has_server_section(jvm_flags)
 
     if args.config and not args.data_dir:
         path = Path(args.config)
         cfg = path / "zoo.cfg" if path.is_dir() else path
         if not cfg.is_file():
             raise CommandError(f"no ZooKeeper config at {cfg}")
+        if sasl_server and "authProvider." not in cfg.read_text(errors="replace"):
+            print(f"warning: the JAAS file has a Server section but {cfg} sets no authProvider.N "
+                  "(authProvider.1=org.apache.zookeeper.server.auth.SASLAuthenticationProvider): "
+                  "sasl ACLs will not match", file=sys.stderr)
     else:
         if not args.data_dir:
             raise CommandError("give a zoo.cfg (or a data dir holding one), or --data-dir with --client-port")
@@ -359,12 +416,15 @@ def main(argv: list[str]) -> int:
         data_dir = Path(args.data_dir).resolve()
         data_dir.mkdir(parents=True, exist_ok=True)
         extra = {"quorumListenOnAllIPs": "true"} if args.quorum_listen_on_all_ips else {}
+        if sasl_server:
+            from odradek.zk.security import SASL_AUTH_PROVIDER
+            extra["authProvider.1"] = SASL_AUTH_PROVIDER
         cfg = data_dir / "zoo.cfg"
         cfg.write_text(render_zoo_cfg(data_dir, args.client_port, servers, args.client_address,
                                       args.tick_time, extra))
         (data_dir / "myid").write_text(f"{args.id}\n")
     try:
-        cmd = java_command(cfg.resolve())
+        cmd = java_command(cfg.resolve(), jvm_flags)
     except ZooKeeperError as exc:
         raise CommandError(str(exc)) from None
     sys.stdout.flush()

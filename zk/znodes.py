@@ -352,3 +352,97 @@ PERSISTENT_PATHS = (
     LogDirEventNotificationZNode.path,
     *(ConfigEntityTypeZNode.path(t) for t in ("topics", "clients", "users", "brokers", "ips")),
 )
+
+
+# --------------------------------------------------------------------- ACLs (AclAuthorizer)
+# Literal patterns live under /kafka-acl/<Type>/<name>, prefixed ones under
+# /kafka-acl-extended/prefixed/<Type>/<name>; both hold {"version":1,"acls":[...]}. A change to a
+# literal pattern is announced by /kafka-acl-changes/acl_changes_<seq> = "TOPIC:name", to any other
+# by /kafka-acl-extended-changes/acl_changes_<seq> = {"version":1,"resourceType":"TOPIC",...}.
+from odradek.protocol import acl  # noqa: E402  (this section's model; protocol is below zk)
+
+
+class AclZNode:
+    """The root of each specific pattern type's ACLs (ZkAclStore.aclPath)."""
+    literal_path = "/kafka-acl"
+    extended_path = "/kafka-acl-extended"
+
+    @classmethod
+    def root(cls, pattern_type) -> str:
+        if pattern_type == acl.PatternType.LITERAL:
+            return cls.literal_path
+        if pattern_type == acl.PatternType.PREFIXED:
+            return f"{cls.extended_path}/{pattern_type.name.lower()}"
+        raise ValueError(f"no ACL store for pattern type {pattern_type.name}")
+
+    @classmethod
+    def type_path(cls, pattern_type, resource_type) -> str:
+        return f"{cls.root(pattern_type)}/{resource_type.zk_name}"
+
+
+class ResourceZNode:
+    """One resource pattern's ACLs: ``{"version":1,"acls":[{"principal","permissionType","operation","host"}]}``."""
+
+    @staticmethod
+    def path(pattern) -> str:
+        return f"{AclZNode.type_path(pattern.pattern_type, pattern.resource_type)}/{pattern.name}"
+
+    @staticmethod
+    def encode(entries) -> bytes:
+        return _dumps({"version": 1, "acls": [
+            {"principal": e.principal, "permissionType": e.permission_type.zk_name,
+             "operation": e.operation.zk_name, "host": e.host} for e in sorted(entries)]})
+
+    @staticmethod
+    def decode(data: bytes | None) -> frozenset:
+        obj = _loads(data)
+        if not obj:
+            return frozenset()
+        if int(obj.get("version", 1)) != 1:
+            raise ValueError(f"unsupported ACL znode version {obj.get('version')}")
+        return frozenset(acl.AccessControlEntry(e["principal"], e["host"], acl.AclOperation.parse(e["operation"]),
+                                                acl.AclPermissionType.parse(e["permissionType"]))
+                         for e in obj.get("acls", []))
+
+
+class AclChangeNotificationZNode:
+    """Literal patterns' change notifications: data ``<RESOURCE_TYPE>:<name>`` (Kafka writes the
+    enum name, reads any case)."""
+    path = "/kafka-acl-changes"
+    prefix = "acl_changes_"
+
+    @staticmethod
+    def encode(pattern) -> bytes:
+        return f"{pattern.resource_type.name}:{pattern.name}".encode()
+
+    @staticmethod
+    def decode(data: bytes):
+        kind, sep, name = data.decode().partition(":")
+        if not sep:
+            raise ValueError(f"expected ResourceType:ResourceName, got {data!r}")
+        return acl.ResourcePattern(acl.ResourceType.parse(kind), name, acl.PatternType.LITERAL)
+
+
+class ExtendedAclChangeNotificationZNode:
+    """Other patterns' change notifications (ExtendedAclChangeEvent JSON)."""
+    path = "/kafka-acl-extended-changes"
+    prefix = "acl_changes_"
+
+    @staticmethod
+    def encode(pattern) -> bytes:
+        return _dumps({"version": 1, "resourceType": pattern.resource_type.name, "name": pattern.name,
+                       "patternType": pattern.pattern_type.name})
+
+    @staticmethod
+    def decode(data: bytes):
+        obj = _loads(data)
+        if int(obj.get("version", 1)) > 1:
+            raise ValueError(f"unsupported ACL change event version {obj.get('version')}")
+        return acl.ResourcePattern(acl.ResourceType.parse(obj["resourceType"]), obj["name"],
+                                   acl.PatternType.parse(obj["patternType"]))
+
+
+def acl_change_znode(pattern_type):
+    """The change-notification znode class for a pattern type."""
+    return AclChangeNotificationZNode if pattern_type == acl.PatternType.LITERAL \
+        else ExtendedAclChangeNotificationZNode

@@ -13,7 +13,9 @@ Invariants:
 - ``on_session_expired`` / ``on_new_session`` callbacks run on fresh threads, never on
   kazoo's connection thread, and not after ``close()``.
 
-It knows nothing of Kafka's znodes: ``odradek.zk.session.KafkaZkClient`` adds those.
+It knows nothing of Kafka's znodes: ``odradek.zk.session.KafkaZkClient`` adds those. Its
+SASL login and znode ACLs are ``odradek.zk.security``'s (JAAS from ``KAFKA_OPTS``,
+``zookeeper.set.acl``).
 """
 from __future__ import annotations
 
@@ -25,6 +27,8 @@ from typing import Callable
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import ConnectionLoss, NoNodeError, OperationTimeoutError, SessionExpiredError
 from kazoo.protocol.states import EventType, KeeperState
+
+from odradek.zk.security import ZkClientSecurity, new_kazoo, start_kazoo, zk_client_security
 
 log = logging.getLogger(__name__)
 
@@ -55,11 +59,16 @@ class ZooKeeperClient:
     """Kafka's ZooKeeperClient over kazoo (blocking): session, watches, retries."""
 
     def __init__(self, connect: str, session_timeout_ms: int = 18000,
-                 connection_timeout_ms: int | None = None):
+                 connection_timeout_ms: int | None = None, set_acl: bool = False,
+                 security: ZkClientSecurity | None = None):
+        """``security``: the SASL login (default: from ``KAFKA_OPTS``, as Kafka's JVM reads it);
+        ``set_acl``: Kafka's ``zookeeper.set.acl`` (secure ACLs on every znode created).
+        Raises ``ZkSecurityError`` (one line) for a bad JAAS setup or set_acl without SASL."""
         self.connect = connect
         self.session_timeout_ms = session_timeout_ms
         self.connection_timeout_ms = connection_timeout_ms or session_timeout_ms
-        self.kazoo = KazooClient(hosts=connect, timeout=session_timeout_ms / 1000.0)
+        self.security = zk_client_security() if security is None else security
+        self.kazoo: KazooClient = new_kazoo(connect, session_timeout_ms / 1000.0, self.security, set_acl)
         self._new_session_callbacks: list[Callable[[], None]] = []
         self._expired_callbacks: list[Callable[[], None]] = []
         self._lost = False
@@ -74,7 +83,8 @@ class ZooKeeperClient:
     # ------------------------------------------------------------ lifecycle
 
     def start(self, timeout: float = 30.0) -> None:
-        self.kazoo.start(timeout=timeout)
+        """Connect (and log in): kazoo's timeout error, or ZkAuthenticationError if refused."""
+        start_kazoo(self.kazoo, self.connect, timeout, self.security)
 
     def close(self) -> None:
         self._closing = True

@@ -21,6 +21,10 @@ HANDLER_MODULES: tuple[str, ...] = (
     "find_coordinator", "join_group", "sync_group", "heartbeat", "leave_group", "offset_commit",
     "offset_fetch", "list_groups", "describe_groups", "delete_groups",
     "txn_offset_commit",
+    # security
+    "sasl_handshake", "sasl_authenticate",
+    "describe_user_scram_credentials", "alter_user_scram_credentials",
+    "describe_acls", "create_acls", "delete_acls",
 )
 
 HANDLERS: dict[int, ModuleType] = {}

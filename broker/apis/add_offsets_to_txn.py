@@ -5,6 +5,8 @@ Invariant: the partition is the group's coordinator partition
 (abs(hashCode(group)) % offsets.topic.num.partitions); the answer is the
 TransactionCoordinator's, given after the transaction log write; PRODUCER_FENCED becomes
 INVALID_PRODUCER_EPOCH for v0-1.
+With an authorizer: Write on the TransactionalId (TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and
+Read on the group (GROUP_AUTHORIZATION_FAILED).
 """
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from odradek.broker.group.offsets import GROUP_METADATA_TOPIC, partition_for
 from odradek.protocol.apis import add_offsets_to_txn as API
 from odradek.protocol.errors import ErrorCode
 
+from .authz import GROUP, READ, TRANSACTIONAL_ID, WRITE, authorize
 from .context import BrokerContext, RequestContext, to_deferred
 from .txn_common import coordinator, fenced_for_version
 
@@ -25,6 +28,10 @@ def _response(code: ErrorCode | int) -> dict:
 
 
 def handle(ctx: BrokerContext, rc: RequestContext, req):
+    if not authorize(ctx, rc, WRITE, TRANSACTIONAL_ID, req.transactional_id):
+        return _response(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if not authorize(ctx, rc, READ, GROUP, req.group_id):
+        return _response(ErrorCode.GROUP_AUTHORIZATION_FAILED)
     coord = coordinator(ctx)
     if coord is None:
         return _response(ErrorCode.COORDINATOR_NOT_AVAILABLE)

@@ -4,12 +4,16 @@ Invariant: if any partition is unknown to the MetadataCache, nothing is added: t
 UNKNOWN_TOPIC_OR_PARTITION and the rest OPERATION_NOT_ATTEMPTED (KafkaApis). Otherwise
 every partition gets the TransactionCoordinator's one answer, given after the
 transaction log write; PRODUCER_FENCED becomes INVALID_PRODUCER_EPOCH for v0-1.
+With an authorizer: Write on the TransactionalId (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+everywhere) and on each topic (else TOPIC_AUTHORIZATION_FAILED there, the rest
+OPERATION_NOT_ATTEMPTED, nothing added).
 """
 from __future__ import annotations
 
 from odradek.protocol.apis import add_partitions_to_txn as API
 from odradek.protocol.errors import ErrorCode
 
+from .authz import TOPIC, TRANSACTIONAL_ID, WRITE, authorize, denied
 from .context import BrokerContext, RequestContext, to_deferred
 from .txn_common import coordinator, fenced_for_version
 
@@ -34,11 +38,15 @@ def handle(ctx: BrokerContext, rc: RequestContext, req):
     coord = coordinator(ctx)
     if coord is None:
         return error_response(req, rc.api_version, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    if not authorize(ctx, rc, WRITE, TRANSACTIONAL_ID, req.transactional_id):
+        return error_response(req, rc.api_version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    refused = denied(ctx, rc, WRITE, TOPIC, (t.name for t in req.topics))
     cache = ctx.metadata_cache
-    missing = {tp for tp in order if cache.partition_state(*tp) is None}
-    if missing:
-        return _response({tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in missing
-                          else ErrorCode.OPERATION_NOT_ATTEMPTED for tp in order}, order)
+    failed = {tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED for tp in order if tp[0] in refused}
+    failed.update({tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION for tp in order
+                   if tp not in failed and cache.partition_state(*tp) is None})
+    if failed:
+        return _response({tp: failed.get(tp, ErrorCode.OPERATION_NOT_ATTEMPTED) for tp in order}, order)
 
     def answer(code: ErrorCode) -> dict:
         code = fenced_for_version(code, rc.api_version, PRODUCER_FENCED_VERSION)

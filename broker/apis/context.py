@@ -30,6 +30,7 @@ if TYPE_CHECKING:  # the parts are built by KafkaServer; handlers only use them
     from odradek.zk.session import KafkaZkClient
 
     from ..config.kafka_config import KafkaConfig
+    from ..security.authorizer import AclAuthorizer
     from ..controller.controller import KafkaController
     from ..group import GroupCoordinator
     from ..group.service import GroupCoordinatorService
@@ -45,13 +46,17 @@ R = TypeVar("R")
 
 @dataclass
 class RequestContext:
-    """Per-request facts: header fields and the listener the connection arrived on."""
+    """Per-request facts: header fields, the listener the connection arrived on, and who sent
+    it: the principal the connection authenticated as (``User:ANONYMOUS`` on a PLAINTEXT
+    listener and on SSL without a client certificate, as in Kafka)."""
     api_key: int
     api_version: int
     correlation_id: int
     client_id: str | None
     listener: str = "PLAINTEXT"
     peer: str = ""
+    principal: str = "User:ANONYMOUS"
+    security_protocol: str = "PLAINTEXT"
 
 
 @dataclass
@@ -74,6 +79,7 @@ class BrokerContext:
     txn_coordinator: TransactionCoordinator | None = None
     broker_epoch: int = -1
     controller_view: ControllerView | None = None    # who may send controller requests (None: nobody)
+    authorizer: AclAuthorizer | None = None          # authorizer.class.name set: ACLs decide (broker/apis/authz.py)
     topic_configs: dict[str, dict[str, str]] = field(default_factory=dict)
     pending_auto_creates: set[str] = field(default_factory=set)
 

@@ -4,6 +4,8 @@ Invariant: only the active controller answers (others: NOT_CONTROLLER); the
 controller's ``controlled_shutdown(broker_id, broker_epoch)`` returns the
 partitions still led by that broker (empty = safe to stop) or raises KafkaError
 (e.g. STALE_BROKER_EPOCH).
+With an authorizer, the sender needs ClusterAction on the Cluster
+(CLUSTER_AUTHORIZATION_FAILED otherwise, nothing changed).
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from twisted.internet import defer
 from odradek.protocol.apis import controlled_shutdown as API
 from odradek.protocol.errors import ErrorCode, KafkaError
 
+from .authz import CLUSTER, CLUSTER_ACTION, authorize
 from .context import BrokerContext, RequestContext
 
 log = logging.getLogger(__name__)
@@ -23,6 +26,8 @@ MAX_VERSION = 3
 
 
 def handle(ctx: BrokerContext, rc: RequestContext, req):
+    if not authorize(ctx, rc, CLUSTER_ACTION, CLUSTER):
+        return error_response(req, rc.api_version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     controller = ctx.controller
     if controller is None or not controller.is_active:
         return error_response(req, rc.api_version, ErrorCode.NOT_CONTROLLER)

@@ -7,7 +7,8 @@ INVALID_TOPIC_EXCEPTION, then per topic UNKNOWN_TOPIC_OR_PARTITION,
 INVALID_PARTITIONS (count ≤ current), INVALID_REPLICA_ASSIGNMENT (bad manual
 assignment); the topic znode is rewritten through AdminZkClient in a thread
 (``validate_only`` writes nothing). Topics that grew are answered once the
-metadata cache shows every partition with a leader, or REQUEST_TIMED_OUT.
+metadata cache shows every partition with a leader, or REQUEST_TIMED_OUT. With an authorizer,
+Alter on the topic is needed (TOPIC_AUTHORIZATION_FAILED, after the duplicate check).
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from twisted.internet import defer
 from odradek.protocol.apis import create_partitions as API
 from odradek.protocol.errors import ErrorCode
 
+from .authz import ALTER, TOPIC, denied
 from .context import BrokerContext, RequestContext, admin_error, await_leaders
 
 log = logging.getLogger(__name__)
@@ -41,6 +43,7 @@ def _queued_for_deletion(ctx: BrokerContext, topic: str) -> bool:
 async def _handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:
     names = [t.name for t in req.topics]
     dups = {n for n in names if names.count(n) > 1}
+    refused = denied(ctx, rc, ALTER, TOPIC, names)
     results: dict[str, dict] = {}
     grown: dict[str, int] = {}
     for topic in req.topics:
@@ -53,6 +56,9 @@ async def _handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:
                                     "This is not the correct controller for this cluster.")
         elif name in dups:
             results[name] = _result(name, ErrorCode.INVALID_REQUEST, "Duplicate topic in request.")
+        elif name in refused:
+            results[name] = _result(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                    "The topic authorization is failed.")
         elif _queued_for_deletion(ctx, name):
             results[name] = _result(name, ErrorCode.INVALID_TOPIC_EXCEPTION, "The topic is queued for deletion.")
         else:

@@ -5,7 +5,8 @@ topic). Each topic is validated as Kafka's ZkAdminManager does (duplicate names 
 INVALID_REQUEST, existing → TOPIC_ALREADY_EXISTS, name, partitions, replication
 factor vs live brokers, manual assignment, configs); znodes are written through
 AdminZkClient in a thread (``validate_only`` writes nothing). Successful topics are
-answered once the metadata cache shows them with leaders, or REQUEST_TIMED_OUT.
+answered once the metadata cache shows them with leaders, or REQUEST_TIMED_OUT. With an
+authorizer, Create on the Cluster or on the topic is needed (TOPIC_AUTHORIZATION_FAILED).
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.zk import assignment as assign
 from odradek.zk import topics as topic_rules
 
+from .authz import CLUSTER, CREATE, TOPIC, authorize, denied
 from .context import BrokerContext, RequestContext, admin_error, await_leaders
 
 log = logging.getLogger(__name__)
@@ -72,6 +74,7 @@ async def _handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:
     validate_only = bool(req.get("validate_only", False)) if version >= 1 else False
     names = [t.name for t in req.topics]
     dups = {n for n in names if names.count(n) > 1}
+    refused = set() if authorize(ctx, rc, CREATE, CLUSTER) else denied(ctx, rc, CREATE, TOPIC, names)
     results: dict[str, dict] = {}
     created: dict[str, int] = {}
     for topic in req.topics:
@@ -79,6 +82,9 @@ async def _handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:
         if name in dups:
             results[name] = _result(name, ErrorCode.INVALID_REQUEST,
                                     f"Create topics request contains multiple entries for the topic {name}.")
+            continue
+        if name in refused:
+            results[name] = _result(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
             continue
         admin = ctx.controller_admin()
         if admin is None:

@@ -3,7 +3,8 @@
 Invariant: only the active controller deletes (others: NOT_CONTROLLER); a topic
 not in the metadata cache is UNKNOWN_TOPIC_OR_PARTITION; otherwise
 /admin/delete_topics/<t> is created through AdminZkClient in a thread and the
-answer waits until the metadata cache no longer has the topic, or REQUEST_TIMED_OUT.
+answer waits until the metadata cache no longer has the topic, or REQUEST_TIMED_OUT. With an
+authorizer, Delete on the topic is needed (TOPIC_AUTHORIZATION_FAILED, checked before existence).
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from twisted.internet import defer
 from odradek.protocol.apis import delete_topics as API
 from odradek.protocol.errors import ErrorCode, KafkaError
 
+from .authz import DELETE, TOPIC, denied
 from .context import BrokerContext, RequestContext, wait_for_metadata
 
 log = logging.getLogger(__name__)
@@ -35,12 +37,15 @@ async def _handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:
     codes: dict[str, ErrorCode] = {}
     pending: list[str] = []
     cache = ctx.metadata_cache
+    refused = denied(ctx, rc, DELETE, TOPIC, names)
     for name in names:
         admin = ctx.controller_admin()
         if admin is None:
             codes[name] = ErrorCode.NOT_CONTROLLER
         elif not ctx.config["delete.topic.enable"]:
             codes[name] = ErrorCode.TOPIC_DELETION_DISABLED
+        elif name in refused:
+            codes[name] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         elif not cache.contains_topic(name):
             codes[name] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         else:

@@ -4,12 +4,14 @@ Invariant: one entry per requested group, in request order, each with its own er
 (NOT_COORDINATOR for a group another broker coordinates); a group nobody created is
 "Dead" with no error. v3+ with include_authorized_operations get the group operations
 (READ, DELETE, DESCRIBE — everything, as with no authorizer), else INT32_MIN.
+With an authorizer, a group without Describe answers GROUP_AUTHORIZATION_FAILED.
 """
 from __future__ import annotations
 
 from odradek.protocol.apis import describe_groups as API
 from odradek.protocol.errors import ErrorCode
 
+from .authz import DESCRIBE, GROUP, denied
 from .context import BrokerContext, RequestContext
 from .group_common import coordinator
 
@@ -26,8 +28,14 @@ def handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:
     if coord is None:
         return error_response(req, version, ErrorCode.COORDINATOR_NOT_AVAILABLE)
     ops = GROUP_OPERATIONS if version >= 3 and req.include_authorized_operations else NO_OPERATIONS
+    refused = denied(ctx, rc, DESCRIBE, GROUP, req.groups)
+    described = {g.group_id: g for g in coord.handle_describe_groups([g for g in req.groups if g not in refused])}
     groups = []
-    for g in coord.handle_describe_groups(list(req.groups)):
+    for gid in req.groups:
+        if gid in refused:
+            groups.append(_error(gid, ErrorCode.GROUP_AUTHORIZATION_FAILED))
+            continue
+        g = described[gid]
         groups.append({
             "error_code": int(g.error_code), "group_id": g.group_id, "group_state": g.group_state,
             "protocol_type": g.protocol_type, "protocol_data": g.protocol_data,
@@ -39,8 +47,10 @@ def handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:
     return {"throttle_time_ms": 0, "groups": groups}
 
 
+def _error(group_id: str, code: ErrorCode) -> dict:
+    return {"error_code": int(code), "group_id": group_id, "group_state": "", "protocol_type": "",
+            "protocol_data": "", "members": [], "authorized_operations": NO_OPERATIONS}
+
+
 def error_response(req, version: int, code: ErrorCode) -> dict:
-    return {"throttle_time_ms": 0, "groups": [
-        {"error_code": int(code), "group_id": g, "group_state": "", "protocol_type": "",
-         "protocol_data": "", "members": [], "authorized_operations": NO_OPERATIONS}
-        for g in req.groups]}
+    return {"throttle_time_ms": 0, "groups": [_error(g, code) for g in req.groups]}

@@ -4,12 +4,14 @@ Invariant: the answer is the TransactionCoordinator's, given once PrepareCommit 
 PrepareAbort is durable in the transaction log (markers and the Complete state follow
 asynchronously); a retry after completion answers NONE for the same result and
 INVALID_TXN_STATE for the other. PRODUCER_FENCED becomes INVALID_PRODUCER_EPOCH for v0-1.
+With an authorizer, Write on the TransactionalId is needed (TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
 """
 from __future__ import annotations
 
 from odradek.protocol.apis import end_txn as API
 from odradek.protocol.errors import ErrorCode
 
+from .authz import TRANSACTIONAL_ID, WRITE, authorize
 from .context import BrokerContext, RequestContext, to_deferred
 from .txn_common import coordinator, fenced_for_version
 
@@ -23,6 +25,8 @@ def _response(code: ErrorCode | int) -> dict:
 
 
 def handle(ctx: BrokerContext, rc: RequestContext, req):
+    if not authorize(ctx, rc, WRITE, TRANSACTIONAL_ID, req.transactional_id):
+        return _response(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     coord = coordinator(ctx)
     if coord is None:
         return _response(ErrorCode.COORDINATOR_NOT_AVAILABLE)

@@ -9,6 +9,10 @@ the fetch purgatory (woken by appends / HW moves / role changes) up to max_wait_
 Fetch sessions are not kept: v7+ answers session_id 0 (sessionless full fetches);
 a request naming a session gets FETCH_SESSION_ID_NOT_FOUND. v0-3 cannot carry
 magic-2 data: a partition with data answers UNSUPPORTED_FOR_MESSAGE_FORMAT.
+With an authorizer (KafkaApis.handleFetchRequest): a follower (replica id >= 0) needs
+ClusterAction on the Cluster, else every partition answers TOPIC_AUTHORIZATION_FAILED (Kafka
+2.8's code) and its fetch state is not recorded; a consumer needs Read on each topic, else that
+topic's partitions answer TOPIC_AUTHORIZATION_FAILED and are not read.
 """
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ from odradek.protocol.apis import fetch as API
 from odradek.protocol.errors import ErrorCode
 
 from ..replication.delayed import FetchParams, FetchPartition
+from .authz import CLUSTER, CLUSTER_ACTION, READ, TOPIC, authorize, denied
 from .context import BrokerContext, RequestContext, respond_when
 
 MIN_VERSION = 0
@@ -33,17 +38,18 @@ def handle(ctx: BrokerContext, rc: RequestContext, req):
             return _top_level_error(ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
         if req.session_epoch not in (INITIAL_EPOCH, FINAL_EPOCH):
             return _top_level_error(ErrorCode.INVALID_FETCH_SESSION_EPOCH)
+    refused = _refused_topics(ctx, rc, req)
     params = FetchParams(
         replica_id=req.replica_id, max_wait_ms=req.max_wait_ms, min_bytes=req.min_bytes,
         max_bytes=req.max_bytes if version >= 3 else 0x7FFFFFFF,
         isolation_level=req.isolation_level if version >= 4 else 0,
         partitions=[FetchPartition(t.topic, p.partition, p.fetch_offset, p.partition_max_bytes,
                                    p.current_leader_epoch, p.log_start_offset)
-                    for t in req.topics for p in t.partitions])
+                    for t in req.topics if t.topic not in refused for p in t.partitions])
     read_committed = params.isolation_level == 1
 
     def build(results) -> dict:
-        responses: list[dict] = []
+        responses: list[dict] = _refused_responses(req, refused)
         for fp, r in results:
             if not responses or responses[-1]["topic"] != fp.topic:
                 responses.append({"topic": fp.topic, "partition_responses": []})
@@ -61,7 +67,24 @@ def handle(ctx: BrokerContext, rc: RequestContext, req):
         return {"throttle_time_ms": 0, "error_code": 0, "session_id": INVALID_SESSION_ID,
                 "responses": responses}
 
+    if refused and not params.partitions:
+        return build([])
     return respond_when(ctx.replica_manager.fetch_messages(params), build)
+
+
+def _refused_topics(ctx: BrokerContext, rc: RequestContext, req) -> set[str]:
+    if ctx.authorizer is None:
+        return set()
+    if req.replica_id >= 0:
+        return set() if authorize(ctx, rc, CLUSTER_ACTION, CLUSTER) else {t.topic for t in req.topics}
+    return denied(ctx, rc, READ, TOPIC, (t.topic for t in req.topics))
+
+
+def _refused_responses(req, refused: set[str]) -> list[dict]:
+    if not refused:
+        return []
+    return error_response(req, 0, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                          [t for t in req.topics if t.topic in refused])["responses"]
 
 
 def _top_level_error(code: ErrorCode) -> dict:
@@ -69,11 +92,11 @@ def _top_level_error(code: ErrorCode) -> dict:
             "responses": []}
 
 
-def error_response(req, version: int, code: ErrorCode) -> dict:
+def error_response(req, version: int, code: ErrorCode, topics=None) -> dict:
     return {"throttle_time_ms": 0, "error_code": int(code) if version >= 7 else 0,
             "session_id": INVALID_SESSION_ID,
             "responses": [{"topic": t.topic, "partition_responses": [
                 {"partition": p.partition, "error_code": int(code), "high_watermark": -1,
                  "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": None,
                  "preferred_read_replica": -1, "record_set": b""} for p in t.partitions]}
-                for t in req.topics]}
+                for t in (req.topics if topics is None else topics)]}

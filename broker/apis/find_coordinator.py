@@ -14,6 +14,8 @@ compression.type=producer; ``__transaction_state`` with transaction.state.log.nu
 min.insync.replicas=transaction.state.log.min.isr,
 segment.bytes=transaction.state.log.segment.bytes, unclean.leader.election.enable=false.
 The reply is then COORDINATOR_NOT_AVAILABLE, as it is while the partition has no live leader.
+With an authorizer, Describe on the group (GROUP_AUTHORIZATION_FAILED) or on the
+TransactionalId (TRANSACTIONAL_ID_AUTHORIZATION_FAILED) is needed.
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from odradek.broker.txn import TRANSACTION_STATE_TOPIC
 from odradek.protocol.apis import find_coordinator as API
 from odradek.protocol.errors import ErrorCode, KafkaError
 
+from .authz import DESCRIBE, GROUP, TRANSACTIONAL_ID, authorize
 from .context import BrokerContext, RequestContext
 from .group_common import coordinator
 
@@ -67,9 +70,13 @@ def transaction_topic_configs(config) -> dict[str, str]:
 def handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:
     key_type = req.key_type if rc.api_version >= 1 else GROUP_KEY_TYPE
     if key_type == TRANSACTION_KEY_TYPE:
+        if not authorize(ctx, rc, DESCRIBE, TRANSACTIONAL_ID, req.key):
+            return _response(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         topic = TRANSACTION_STATE_TOPIC
         partition = partition_for(req.key, int(ctx.config["transaction.state.log.num.partitions"]))
     elif key_type == GROUP_KEY_TYPE:
+        if not authorize(ctx, rc, DESCRIBE, GROUP, req.key):
+            return _response(ErrorCode.GROUP_AUTHORIZATION_FAILED)
         topic = GROUP_METADATA_TOPIC
         coord = coordinator(ctx)
         partition = (coord.partition_for(req.key) if coord is not None

@@ -2,12 +2,14 @@
 
 Invariant: answered at once by the GroupCoordinator (REBALANCE_IN_PROGRESS tells the
 member to rejoin); v3 carries the static member's group.instance.id.
+With an authorizer, Read on the group is needed (GROUP_AUTHORIZATION_FAILED).
 """
 from __future__ import annotations
 
 from odradek.protocol.apis import heartbeat as API
 from odradek.protocol.errors import ErrorCode
 
+from .authz import GROUP, READ, authorize
 from .context import BrokerContext, RequestContext
 from .group_common import coordinator
 
@@ -16,6 +18,8 @@ MAX_VERSION = 3
 
 
 def handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:
+    if not authorize(ctx, rc, READ, GROUP, req.group_id):
+        return error_response(req, rc.api_version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     coord = coordinator(ctx)
     if coord is None:
         return error_response(req, rc.api_version, ErrorCode.COORDINATOR_NOT_AVAILABLE)

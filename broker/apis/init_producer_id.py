@@ -6,6 +6,8 @@ ProducerIdManager (blocks of 1000 reserved in /latest_producer_id_block) at epoc
 also when v3+ names a producer id. With one, the TransactionCoordinator answers
 (after the transaction log write); PRODUCER_FENCED becomes INVALID_PRODUCER_EPOCH for
 v0-3, which predate it (KafkaApis).
+With an authorizer: Write on the TransactionalId (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), or
+without one IdempotentWrite on the Cluster or Write on some topic (CLUSTER_AUTHORIZATION_FAILED).
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from odradek.broker.txn import InitProducerIdResult
 from odradek.protocol.apis import init_producer_id as API
 from odradek.protocol.errors import ErrorCode
 
+from .authz import CLUSTER, IDEMPOTENT_WRITE, TOPIC, TRANSACTIONAL_ID, WRITE, authorize, authorize_any
 from .context import BrokerContext, RequestContext, to_deferred
 from .txn_common import coordinator, fenced_for_version
 
@@ -38,6 +41,8 @@ def handle(ctx: BrokerContext, rc: RequestContext, req):
     if (pid == -1) != (epoch == -1):
         return _response(ErrorCode.INVALID_REQUEST)
     if req.transactional_id is None:
+        if not (authorize(ctx, rc, IDEMPOTENT_WRITE, CLUSTER) or authorize_any(ctx, rc, WRITE, TOPIC)):
+            return _response(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
         producer_ids = ctx.producer_ids
         if producer_ids is None:
             return _response(ErrorCode.COORDINATOR_NOT_AVAILABLE)
@@ -46,6 +51,8 @@ def handle(ctx: BrokerContext, rc: RequestContext, req):
             new_pid = await producer_ids.generate()
             return _response(ErrorCode.NONE, new_pid, 0)
         return defer.Deferred.fromCoroutine(run())
+    if not authorize(ctx, rc, WRITE, TRANSACTIONAL_ID, req.transactional_id):
+        return _response(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     coord = coordinator(ctx)
     if coord is None:
         return _response(ErrorCode.COORDINATOR_NOT_AVAILABLE)

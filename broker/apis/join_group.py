@@ -6,6 +6,7 @@ the session timeout), v4+ dynamic members must first learn their member id
 (``require_known_member_id = version >= 4 and group_instance_id is None``), v5 carries
 the static member's group.instance.id. The member's client_host is the peer address
 as Kafka prints it ("/127.0.0.1"). Only the leader's response lists the members.
+With an authorizer, Read on the group is needed (GROUP_AUTHORIZATION_FAILED).
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from twisted.internet import defer
 from odradek.protocol.apis import join_group as API
 from odradek.protocol.errors import ErrorCode
 
+from .authz import GROUP, READ, authorize
 from .context import BrokerContext, RequestContext, to_deferred
 from .group_common import client_host, client_id, coordinator
 
@@ -27,6 +29,8 @@ def handle(ctx: BrokerContext, rc: RequestContext, req):
 
 async def _handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:
     version = rc.api_version
+    if not authorize(ctx, rc, READ, GROUP, req.group_id):
+        return error_response(req, version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     coord = coordinator(ctx)
     if coord is None:
         return error_response(req, version, ErrorCode.COORDINATOR_NOT_AVAILABLE)

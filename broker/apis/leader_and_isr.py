@@ -9,6 +9,8 @@ handed to the replica fetchers, which reach the leaders at the request's
 live_leaders endpoints). A topic's
 config overrides are read once from /config/topics/<t> (in a thread) and cached,
 so logs are created with the topic's LogConfig.
+With an authorizer, the sender needs ClusterAction on the Cluster
+(CLUSTER_AUTHORIZATION_FAILED otherwise, nothing changed).
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from odradek.protocol.errors import ErrorCode
 
 from ..config.kafka_config import ConfigError, LogConfig
 from ..metadata_cache import PartitionMetadata
+from .authz import CLUSTER, CLUSTER_ACTION, authorize
 from .context import BrokerContext, RequestContext
 from .controller_common import from_the_controller
 
@@ -68,6 +71,8 @@ async def load_log_configs(ctx: BrokerContext, topics: set[str]) -> dict[str, Lo
 
 
 def handle(ctx: BrokerContext, rc: RequestContext, req):
+    if not authorize(ctx, rc, CLUSTER_ACTION, CLUSTER):
+        return error_response(req, rc.api_version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     return from_the_controller(ctx, "LeaderAndIsr", req, rc.api_version >= 2,
                                lambda: defer.Deferred.fromCoroutine(_handle(ctx, rc, req)),
                                lambda code: error_response(req, rc.api_version, code))

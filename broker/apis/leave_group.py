@@ -4,12 +4,14 @@ Invariant: v0-2 name one member (``member_id``) and get one error code — the g
 error, else that member's (``legacy_error_code``); v3 is batched: a list of
 (member_id, group_instance_id) and one error per member plus the group-level error.
 Answered at once by the GroupCoordinator.
+With an authorizer, Read on the group is needed (GROUP_AUTHORIZATION_FAILED).
 """
 from __future__ import annotations
 
 from odradek.protocol.apis import leave_group as API
 from odradek.protocol.errors import ErrorCode
 
+from .authz import GROUP, READ, authorize
 from .context import BrokerContext, RequestContext
 from .group_common import coordinator
 
@@ -25,6 +27,8 @@ def _members(req, version: int) -> list[tuple[str, str | None]]:
 
 def handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:
     version = rc.api_version
+    if not authorize(ctx, rc, READ, GROUP, req.group_id):
+        return error_response(req, version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     coord = coordinator(ctx)
     if coord is None:
         return error_response(req, version, ErrorCode.COORDINATOR_NOT_AVAILABLE)

@@ -4,7 +4,8 @@ Invariant: answered only by the partition leader (except for the debugging
 replica id -2); "latest" is the HW for read_uncommitted consumers, the last stable
 offset for read_committed ones (isolation_level 1, v2+) and the LEO for replicas; a timestamp lookup never returns an offset at or beyond
 what the caller may fetch (then offset and timestamp are -1). v0 answers in
-old_style_offsets (one offset); v2+ rejects a partition listed twice.
+old_style_offsets (one offset); v2+ rejects a partition listed twice. With an authorizer, a
+topic without Describe answers TOPIC_AUTHORIZATION_FAILED for its partitions.
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from odradek.protocol.apis import list_offsets as API
 from odradek.protocol.errors import ErrorCode, KafkaError
 
 from ..replication.partition import epoch_cache_of
+from .authz import DESCRIBE, TOPIC, denied
 from .context import BrokerContext, RequestContext
 
 MIN_VERSION = 0
@@ -32,11 +34,15 @@ def handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:
             for p in t.partitions:
                 tp = (t.name, p.partition_index)
                 (dups if tp in seen else seen).add(tp)
+    refused = denied(ctx, rc, DESCRIBE, TOPIC, (t.name for t in req.topics))
     topics = []
     for t in req.topics:
         parts = []
         for p in t.partitions:
             tp = (t.name, p.partition_index)
+            if t.name in refused:
+                parts.append(_error(p.partition_index, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                continue
             if tp in dups:
                 parts.append(_error(p.partition_index, ErrorCode.INVALID_REQUEST))
                 continue

@@ -5,7 +5,11 @@ UpdateMetadata), using each broker's endpoint on the listener this connection
 arrived on. An unknown, valid topic may be auto-created (auto.create.topics.enable
 and, v4+, allow_auto_topic_creation): the znodes are written in a thread and the
 topic is answered LEADER_NOT_AVAILABLE meanwhile; INVALID_REPLICATION_FACTOR when
-default.replication.factor exceeds the live brokers, as Kafka 2.8 does.
+default.replication.factor exceeds the live brokers, as Kafka 2.8 does. With an authorizer
+(KafkaApis.handleTopicMetadataRequest): a request for all topics lists only those the principal
+may Describe; a named topic it may not Describe answers TOPIC_AUTHORIZATION_FAILED whether or
+not it exists; auto-creation needs Create on the Cluster or on the topic
+(TOPIC_AUTHORIZATION_FAILED otherwise, nothing created).
 """
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ from odradek.protocol.apis import metadata as API
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.zk import topics as topic_rules
 
+from .authz import CLUSTER, CREATE, DESCRIBE, TOPIC, authorize, denied
 from .context import BrokerContext, RequestContext
 
 log = logging.getLogger(__name__)
@@ -29,17 +34,24 @@ def handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:
     listener = rc.listener
     brokers = [{"node_id": b.id, "host": b.endpoints[listener][0], "port": b.endpoints[listener][1],
                 "rack": b.rack} for b in cache.alive_brokers() if listener in b.endpoints]
-    if req.topics is None or (version == 0 and not req.topics):
+    all_topics = req.topics is None or (version == 0 and not req.topics)
+    if all_topics:
         names = cache.topics()
     else:
         names = list(dict.fromkeys(t.name for t in req.topics))
+    refused = denied(ctx, rc, DESCRIBE, TOPIC, names)
+    if all_topics and refused:
+        names = [n for n in names if n not in refused]
     allow_auto = bool(req.allow_auto_topic_creation) if version >= 4 else True
     topics = []
     for name in names:
-        if cache.contains_topic(name):
+        if name in refused:
+            topics.append({"error_code": int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), "name": name,
+                           "is_internal": False, "partitions": []})
+        elif cache.contains_topic(name):
             topics.append(topic_metadata(ctx, name, listener, version))
         else:
-            topics.append(_missing_topic(ctx, name, allow_auto))
+            topics.append(_missing_topic(ctx, rc, name, allow_auto))
     return {"throttle_time_ms": 0, "brokers": brokers, "cluster_id": cache.cluster_id,
             "controller_id": cache.controller_id if cache.controller_id is not None else -1,
             "topics": topics}
@@ -70,10 +82,14 @@ def topic_metadata(ctx: BrokerContext, name: str, listener: str, version: int) -
             "partitions": partitions}
 
 
-def _missing_topic(ctx: BrokerContext, name: str, allow_auto: bool) -> dict:
+def _missing_topic(ctx: BrokerContext, rc: RequestContext, name: str, allow_auto: bool) -> dict:
     def result(code: ErrorCode) -> dict:
         return {"error_code": int(code), "name": name, "is_internal": topic_rules.is_internal(name),
                 "partitions": []}
+
+    if allow_auto and ctx.config["auto.create.topics.enable"] and ctx.authorizer is not None and not (
+            authorize(ctx, rc, CREATE, CLUSTER) or authorize(ctx, rc, CREATE, TOPIC, name)):
+        return result(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
 
     try:
         topic_rules.validate_topic_name(name)

@@ -7,6 +7,8 @@ to the GroupCoordinator, which answers after the append to ``__consumer_offsets`
 generation -1), v1 a per-partition commit timestamp, v2-4 a retention time, v6+ the
 committed leader epoch, v7 the group.instance.id. The response lists the partitions in
 request order.
+With an authorizer: Read on the group (else GROUP_AUTHORIZATION_FAILED everywhere) and on each
+topic (else TOPIC_AUTHORIZATION_FAILED for its partitions, not stored).
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from odradek.broker.group import CommitOffset
 from odradek.protocol.apis import offset_commit as API
 from odradek.protocol.errors import ErrorCode
 
+from .authz import GROUP, READ, TOPIC, authorize, denied
 from .context import BrokerContext, RequestContext, to_deferred
 from .group_common import coordinator
 
@@ -43,12 +46,18 @@ async def _handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:
     coord = coordinator(ctx)
     if coord is None:
         return error_response(req, version, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    if not authorize(ctx, rc, READ, GROUP, req.group_id):
+        return error_response(req, version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    refused = denied(ctx, rc, READ, TOPIC, (t.name for t in req.topics))
     errors: dict[tuple[str, int], ErrorCode] = {}
     offsets: dict[tuple[str, int], CommitOffset] = {}
     cache = ctx.metadata_cache
     for t in req.topics:
         for p in t.partitions:
             tp = (t.name, p.partition_index)
+            if t.name in refused:
+                errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
             if cache.partition_state(*tp) is None:
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue

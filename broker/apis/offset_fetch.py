@@ -5,12 +5,16 @@ and no error. v2+ may ask for every committed partition (``topics`` null) and ca
 the group-level error in the top-level field; v0-1 have no such field, so the group
 error (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS...) is copied into every requested
 partition. v5+ return the committed leader epoch.
+With an authorizer: Describe on the group (else GROUP_AUTHORIZATION_FAILED); a requested topic
+without Describe answers TOPIC_AUTHORIZATION_FAILED for its partitions, and "all committed"
+leaves such topics out.
 """
 from __future__ import annotations
 
 from odradek.protocol.apis import offset_fetch as API
 from odradek.protocol.errors import ErrorCode
 
+from .authz import DESCRIBE, GROUP, TOPIC, authorize, denied
 from .context import BrokerContext, RequestContext
 from .group_common import coordinator
 
@@ -42,13 +46,24 @@ def handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:
     coord = coordinator(ctx)
     if coord is None:
         return error_response(req, version, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    if not authorize(ctx, rc, DESCRIBE, GROUP, req.group_id):
+        return error_response(req, version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     requested = _requested(req)
-    result = coord.handle_fetch_offsets(req.group_id, requested)
+    refused = denied(ctx, rc, DESCRIBE, TOPIC, (t.name for t in req.topics or ()))
+    result = coord.handle_fetch_offsets(req.group_id, None if requested is None else
+                                        [tp for tp in requested if tp[0] not in refused])
     if result.error_code != ErrorCode.NONE:
         return error_response(req, version, result.error_code)
-    tps = requested if requested is not None else sorted(result.offsets)
+    if requested is None:
+        hidden = denied(ctx, rc, DESCRIBE, TOPIC, {tp[0] for tp in result.offsets})
+        tps = sorted(tp for tp in result.offsets if tp[0] not in hidden)
+    else:
+        tps = requested
     entries = []
     for tp in tps:
+        if tp[0] in refused:
+            entries.append((tp, _partition(tp[1], code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)))
+            continue
         o = result.offsets.get(tp)
         part = (_partition(tp[1]) if o is None else
                 _partition(tp[1], o.committed_offset, o.committed_leader_epoch, o.metadata, o.error_code))

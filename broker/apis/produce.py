@@ -10,6 +10,10 @@ appends through the replica manager directly). What a batch must be (one per par
 keys on a compacted topic, CRC, sizes, timestamps, sequences) the log decides
 (``Log.append_as_leader``), under the partition's leadership checks. Transactional batches need the request's transactional_id (else
 every partition gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka answers).
+With an authorizer (KafkaApis.handleProduceRequest): transactional batches need Write on the
+TransactionalId (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED everywhere), other idempotent
+batches IdempotentWrite on the Cluster (else CLUSTER_AUTHORIZATION_FAILED everywhere), and each
+topic Write (else TOPIC_AUTHORIZATION_FAILED for its partitions, nothing appended there).
 """
 from __future__ import annotations
 
@@ -19,10 +23,12 @@ from odradek.protocol.record_batch import HEADER_SIZE, MAGIC, TRANSACTIONAL_MASK
 from odradek.zk.topics import is_internal
 
 from ..replication.replica_manager import produce_error
+from .authz import CLUSTER, IDEMPOTENT_WRITE, TOPIC, TRANSACTIONAL_ID, WRITE, authorize, denied
 from .context import BrokerContext, CloseConnection, RequestContext, respond_when
 
 MIN_VERSION = 0
 MAX_VERSION = 8
+PRODUCER_ID_AT = 43   # the producerId's first byte in a v2 batch header
 
 
 def handle(ctx: BrokerContext, rc: RequestContext, req):
@@ -30,6 +36,13 @@ def handle(ctx: BrokerContext, rc: RequestContext, req):
     acks = req.acks
     if version >= 3 and getattr(req, "transactional_id", None) is None and _has_transactional(req):
         return error_response(req, version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if ctx.authorizer is not None:
+        if _has_transactional(req):
+            if not authorize(ctx, rc, WRITE, TRANSACTIONAL_ID, getattr(req, "transactional_id", None) or ""):
+                return error_response(req, version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        elif _has_idempotent(req) and not authorize(ctx, rc, IDEMPOTENT_WRITE, CLUSTER):
+            return error_response(req, version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+    unauthorized = denied(ctx, rc, WRITE, TOPIC, (td.name for td in req.topic_data))
     order: list[tuple[str, list[int]]] = []
     early: dict[tuple[str, int], dict] = {}
     entries: dict[tuple[str, int], bytes] = {}
@@ -42,6 +55,8 @@ def handle(ctx: BrokerContext, rc: RequestContext, req):
             records = pd.records
             if acks not in (0, 1, -1):
                 early[tp] = produce_error(ErrorCode.INVALID_REQUIRED_ACKS)
+            elif td.name in unauthorized:
+                early[tp] = produce_error(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             elif version < 3:
                 early[tp] = produce_error(ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT)
             elif not records:
@@ -70,6 +85,13 @@ def _has_transactional(req) -> bool:
     """Whether a partition's first batch has the transactional attribute (bit 4)."""
     return any(pd.records is not None and len(pd.records) >= HEADER_SIZE and pd.records[16] == MAGIC
                and pd.records[22] & TRANSACTIONAL_MASK
+               for td in req.topic_data for pd in td.partition_data)
+
+
+def _has_idempotent(req) -> bool:
+    """Whether a partition's first batch carries a producer id (bytes 43-50 not negative)."""
+    return any(pd.records is not None and len(pd.records) >= HEADER_SIZE and pd.records[16] == MAGIC
+               and pd.records[PRODUCER_ID_AT] < 0x80
                for td in req.topic_data for pd in td.partition_data)
 
 

@@ -6,6 +6,8 @@ STALE_BROKER_EPOCH otherwise, nothing deleted); the replica manager refuses a
 controller epoch older than the newest it applied; v3 per-partition leader epochs fence
 older requests (FENCED_LEADER_EPOCH). Deleting a partition deletes its log and
 forgets the topic's cached config.
+With an authorizer, the sender needs ClusterAction on the Cluster
+(CLUSTER_AUTHORIZATION_FAILED otherwise, nothing changed).
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import logging
 from odradek.protocol.apis import stop_replica as API
 from odradek.protocol.errors import ErrorCode
 
+from .authz import CLUSTER, CLUSTER_ACTION, authorize
 from .context import BrokerContext, RequestContext
 from .controller_common import from_the_controller
 
@@ -35,6 +38,8 @@ def partitions_of(req, version: int) -> list[tuple[tuple[str, int], bool, int]]:
 
 
 def handle(ctx: BrokerContext, rc: RequestContext, req):
+    if not authorize(ctx, rc, CLUSTER_ACTION, CLUSTER):
+        return error_response(req, rc.api_version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     return from_the_controller(ctx, "StopReplica", req, rc.api_version >= 1, lambda: _stop(ctx, rc, req),
                                lambda code: error_response(req, rc.api_version, code))
 

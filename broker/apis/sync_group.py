@@ -3,6 +3,7 @@
 Invariant: the leader's assignments ({member id: bytes}) go to the GroupCoordinator,
 which answers every member once the group metadata is written (a Completion); v3
 carries the static member's group.instance.id. Errors carry an empty assignment.
+With an authorizer, Read on the group is needed (GROUP_AUTHORIZATION_FAILED).
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from twisted.internet import defer
 from odradek.protocol.apis import sync_group as API
 from odradek.protocol.errors import ErrorCode
 
+from .authz import GROUP, READ, authorize
 from .context import BrokerContext, RequestContext, to_deferred
 from .group_common import coordinator
 
@@ -24,6 +26,8 @@ def handle(ctx: BrokerContext, rc: RequestContext, req):
 
 async def _handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:
     version = rc.api_version
+    if not authorize(ctx, rc, READ, GROUP, req.group_id):
+        return error_response(req, version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     coord = coordinator(ctx)
     if coord is None:
         return error_response(req, version, ErrorCode.COORDINATOR_NOT_AVAILABLE)

@@ -8,6 +8,9 @@ transaction commits. Per version: v2+ carry the committed leader epoch, v3 the
 generation, member id and group.instance.id (checked only when set). v0-1 clients
 predate COORDINATOR_LOAD_IN_PROGRESS here, so they get COORDINATOR_NOT_AVAILABLE
 instead. The response lists the partitions in request order.
+With an authorizer: Write on the TransactionalId (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+Read on the group (else GROUP_AUTHORIZATION_FAILED) and on each topic (else
+TOPIC_AUTHORIZATION_FAILED for its partitions).
 """
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ from odradek.broker.group import CommitOffset
 from odradek.protocol.apis import txn_offset_commit as API
 from odradek.protocol.errors import ErrorCode
 
+from .authz import GROUP, READ, TOPIC, TRANSACTIONAL_ID, WRITE, authorize, denied
 from .context import BrokerContext, RequestContext, to_deferred
 from .group_common import coordinator
 
@@ -50,12 +54,20 @@ async def _handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:
     coord = coordinator(ctx)
     if coord is None:
         return error_response(req, version, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    if not authorize(ctx, rc, WRITE, TRANSACTIONAL_ID, req.transactional_id):
+        return error_response(req, version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if not authorize(ctx, rc, READ, GROUP, req.group_id):
+        return error_response(req, version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    refused = denied(ctx, rc, READ, TOPIC, (t.name for t in req.topics))
     errors: dict[tuple[str, int], ErrorCode] = {}
     offsets: dict[tuple[str, int], CommitOffset] = {}
     cache = ctx.metadata_cache
     for t in req.topics:
         for p in t.partitions:
             tp = (t.name, p.partition_index)
+            if t.name in refused:
+                errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
             if cache.partition_state(*tp) is None:
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue

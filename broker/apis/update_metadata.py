@@ -6,6 +6,8 @@ STALE_CONTROLLER_EPOCH or STALE_BROKER_EPOCH otherwise, the cache untouched); a
 controller epoch older than the newest seen → STALE_CONTROLLER_EPOCH; otherwise the cache takes the live brokers (endpoints per
 listener), the controller id and the partition states (leader -2 = deleted), and
 parked fetches/produces of deleted partitions are woken.
+With an authorizer, the sender needs ClusterAction on the Cluster
+(CLUSTER_AUTHORIZATION_FAILED otherwise, nothing changed).
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from odradek.protocol.apis import update_metadata as API
 from odradek.protocol.errors import ErrorCode
 
 from ..metadata_cache import BrokerMetadata, PartitionMetadata
+from .authz import CLUSTER, CLUSTER_ACTION, authorize
 from .context import BrokerContext, RequestContext
 from .controller_common import from_the_controller
 
@@ -53,6 +56,8 @@ def partition_states(req, version: int) -> list[PartitionMetadata]:
 
 
 def handle(ctx: BrokerContext, rc: RequestContext, req):
+    if not authorize(ctx, rc, CLUSTER_ACTION, CLUSTER):
+        return error_response(req, rc.api_version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     return from_the_controller(ctx, "UpdateMetadata", req, rc.api_version >= 5, lambda: _update(ctx, rc, req),
                                lambda code: error_response(req, rc.api_version, code))
 

@@ -7,6 +7,8 @@ UNKNOWN_TOPIC_OR_PARTITION (retriable for the coordinator), INVALID_PRODUCER_EPO
 TRANSACTION_COORDINATOR_FENCED, NOT_ENOUGH_REPLICAS... After a marker is replicated
 on a ``__consumer_offsets`` partition the group coordinator is told
 (``group_service.on_txn_marker_written``) so it completes the pending offset commits.
+With an authorizer, the sender needs ClusterAction on the Cluster
+(CLUSTER_AUTHORIZATION_FAILED otherwise, nothing changed).
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from odradek.broker.completion import Completion
 from odradek.protocol.apis import write_txn_markers as API
 from odradek.protocol.errors import ErrorCode
 
+from .authz import CLUSTER, CLUSTER_ACTION, authorize
 from .context import BrokerContext, RequestContext, respond_when
 
 log = logging.getLogger(__name__)
@@ -28,6 +31,8 @@ GROUP_METADATA_TOPIC = "__consumer_offsets"
 
 
 def handle(ctx: BrokerContext, rc: RequestContext, req):
+    if not authorize(ctx, rc, CLUSTER_ACTION, CLUSTER):
+        return error_response(req, rc.api_version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     timeout_ms = int(ctx.config["request.timeout.ms"])
     pending: list[Completion[None]] = []
     answers: list[tuple[int, list[tuple[str, list[tuple[int, dict]]]]]] = []

@@ -14,7 +14,7 @@ import re
 from typing import Any, Callable, Mapping, NamedTuple
 
 from .types import (  # re-exported: config users import these from here
-    BOOLEAN, DOUBLE, INT, LIST, LONG, LONG_MAX, REQUIRED, SHORT, STRING, ConfigError, ConfigKey,
+    BOOLEAN, DOUBLE, INT, LIST, LONG, LONG_MAX, PASSWORD, REQUIRED, SHORT, STRING, ConfigError, ConfigKey,
     _parse, _table, at_least, between, list_of, non_empty, one_of, parse_properties,
 )
 
@@ -26,6 +26,8 @@ _DEFAULT_PROTOCOL_MAP = "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTE
 _COMPRESSION = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 _TS_TYPES = ("CreateTime", "LogAppendTime")
 _POLICIES = ("delete", "compact")
+# the names Kafka 2.8 knows its ACL authorizer by (the second is its deprecated alias)
+AUTHORIZERS = ("kafka.security.authorizer.AclAuthorizer", "kafka.security.auth.SimpleAclAuthorizer")
 
 BROKER_CONFIG: dict[str, ConfigKey] = _table([
     # --- general / ZooKeeper
@@ -58,6 +60,40 @@ BROKER_CONFIG: dict[str, ConfigKey] = _table([
     ("max.connections", INT, 2**31 - 1, at_least(0),
      "Connections the broker accepts across its listeners (listener.name.<l>.max.connections per listener)."),
     ("request.timeout.ms", INT, 30000, at_least(0), "Broker-side client request timeout."),
+    # --- TLS (each may be given per listener as listener.name.<l>.<key>)
+    ("ssl.keystore.type", STRING, "JKS", one_of("JKS", "PEM", "PKCS12", case_insensitive=True),
+     "Keystore format: PEM or PKCS12 here (JKS is refused with a clear error)."),
+    ("ssl.keystore.location", STRING, None, None, "Keystore file: PEM (chain + key) or PKCS12."),
+    ("ssl.keystore.password", PASSWORD, None, None, "Password of a PKCS12 keystore."),
+    ("ssl.key.password", PASSWORD, None, None, "Password of the private key (encrypted PEM key)."),
+    ("ssl.keystore.certificate.chain", PASSWORD, None, None, "PEM certificate chain, inline (KIP-651)."),
+    ("ssl.keystore.key", PASSWORD, None, None, "PEM private key, inline (KIP-651)."),
+    ("ssl.truststore.type", STRING, "JKS", one_of("JKS", "PEM", "PKCS12", case_insensitive=True),
+     "Truststore format: PEM or PKCS12 here."),
+    ("ssl.truststore.location", STRING, None, None, "Truststore file: PEM CA certificates or PKCS12."),
+    ("ssl.truststore.password", PASSWORD, None, None, "Password of a PKCS12 truststore."),
+    ("ssl.truststore.certificates", PASSWORD, None, None, "PEM CA certificates, inline (KIP-651)."),
+    ("ssl.client.auth", STRING, "none", one_of("none", "requested", "required", case_insensitive=True),
+     "Client certificates: none, requested or required (mutual TLS)."),
+    ("ssl.enabled.protocols", LIST, ["TLSv1.2", "TLSv1.3"], list_of("TLSv1.2", "TLSv1.3"),
+     "TLS versions accepted."),
+    ("ssl.cipher.suites", LIST, [], None, "Cipher suites (OpenSSL or IANA names); empty: the defaults."),
+    ("ssl.endpoint.identification.algorithm", STRING, "https", None,
+     "'https' checks the broker's host name against its certificate; empty turns it off."),
+    ("ssl.principal.mapping.rules", STRING, "DEFAULT", None, "Certificate DN -> principal name rules."),
+    # --- SASL (sasl.jaas.config may be given as listener.name.<l>.<mechanism>.sasl.jaas.config)
+    ("sasl.enabled.mechanisms", LIST, ["GSSAPI"], None, "SASL mechanisms served on SASL listeners."),
+    ("sasl.mechanism.inter.broker.protocol", STRING, "GSSAPI", None, "SASL mechanism between brokers."),
+    ("sasl.jaas.config", PASSWORD, None, None, "JAAS login context, in the properties file."),
+    ("connections.max.reauth.ms", LONG, 0, at_least(0), "Re-authentication interval (0: none)."),
+    ("connection.failed.authentication.delay.ms", INT, 100, at_least(0),
+     "How long a connection that failed to authenticate stays open (unread) before it is closed."),
+    # --- authorization
+    ("authorizer.class.name", STRING, "", one_of("", *AUTHORIZERS),
+     "kafka.security.authorizer.AclAuthorizer turns on ACLs (the only authorizer built here)."),
+    ("super.users", STRING, "", None, "Principals allowed everything: User:a;User:b."),
+    ("allow.everyone.if.no.acl.found", BOOLEAN, False, None, "Allow access to resources that have no ACL."),
+    ("zookeeper.set.acl", BOOLEAN, False, None, "Create znodes with secure ACLs (needs ZooKeeper SASL)."),
     # --- log
     ("log.dir", STRING, "/tmp/kafka-logs", None, "Log directory, used when log.dirs is unset."),
     ("log.dirs", STRING, None, None, "Comma-separated log directories."),
@@ -206,7 +242,8 @@ class _TypedValues:
         return dict(self._values)
 
 
-_LISTENER_PREFIXED = re.compile(r"listener\.name\.[a-z0-9_]+\.max\.connections")
+_LISTENER_PREFIXED = re.compile(r"listener\.name\.[a-z0-9_]+\.(max\.connections|ssl\.[a-z.]+|sasl\.[a-z.]+"
+                                r"|(gssapi|plain|scram-sha-256|scram-sha-512|oauthbearer)\.sasl\.[a-z.]+)")
 
 
 class KafkaConfig(_TypedValues):
@@ -322,6 +359,7 @@ class KafkaConfig(_TypedValues):
             raise ConfigError(f"Invalid value {ibl!r} for configuration inter.broker.listener.name: "
                               f"it must be one of the advertised listeners")
         self.inter_broker_listener_name = ibl
+        self._check_sasl_mechanisms()
         self.max_connections_per_ip_overrides = self._per_ip_overrides(v["max.connections.per.ip.overrides"])
         self.listener_max_connections = self._listener_max_connections()
         dirs = v["log.dirs"] if v["log.dirs"] is not None else v["log.dir"]
@@ -339,6 +377,39 @@ class KafkaConfig(_TypedValues):
                               "must not exceed group.max.session.timeout.ms")
         if self.roll_ms < 1:
             raise ConfigError(f"Invalid value {self.roll_ms} for configuration log.roll.ms: must be at least 1")
+
+    def listener_value(self, listener: str, name: str, mechanism: str | None = None) -> Any:
+        """``name`` for one listener: ``listener.name.<l>.[<mechanism>.]<name>`` when given (Kafka's
+        per-listener override), else the broker-wide value."""
+        prefix = f"listener.name.{listener.lower()}."
+        for key in ([f"{prefix}{mechanism.lower()}.{name}"] if mechanism else []) + [prefix + name]:
+            if key in self.originals:
+                return _parse(BROKER_CONFIG[name]._replace(name=key), self.originals[key])
+        return self._values[name]
+
+    def security_protocol(self, listener: str) -> str:
+        return self.security_protocol_map[listener.upper()]
+
+    def _check_sasl_mechanisms(self) -> None:
+        """SASL listeners serve PLAIN and SCRAM; Kafka's default GSSAPI (Kerberos) is not built."""
+        supported = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+        for e in self.listeners:
+            if not self.security_protocol(e.listener_name).startswith("SASL_"):
+                continue
+            mechanisms = self.listener_value(e.listener_name, "sasl.enabled.mechanisms")
+            bad = [m for m in mechanisms if m not in supported]
+            if bad or not mechanisms:
+                key = "sasl.enabled.mechanisms"
+                raise ConfigError(f"Invalid value {','.join(mechanisms)!r} for configuration {key} "
+                                  f"(listener {e.listener_name}): odradek serves {', '.join(supported)}"
+                                  + (" (GSSAPI, Kafka's default, is not supported)" if "GSSAPI" in bad else ""))
+        if self.security_protocol(self.inter_broker_listener_name).startswith("SASL_"):
+            mechanism = self._values["sasl.mechanism.inter.broker.protocol"]
+            enabled = self.listener_value(self.inter_broker_listener_name, "sasl.enabled.mechanisms")
+            if mechanism not in enabled:
+                raise ConfigError(f"Invalid value {mechanism!r} for configuration "
+                                  f"sasl.mechanism.inter.broker.protocol: it must be one of the inter-broker "
+                                  f"listener's sasl.enabled.mechanisms ({', '.join(enabled)})")
 
     @staticmethod
     def _protocol_map(value: str) -> dict[str, str]:

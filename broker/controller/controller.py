@@ -15,6 +15,7 @@ runs as an event 5 s after failover, then every
 """
 from __future__ import annotations
 
+import functools
 import logging
 from collections import deque
 from typing import Any, Awaitable, Callable
@@ -25,6 +26,7 @@ from twisted.internet.interfaces import IDelayedCall
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.zk.session import ControllerMovedError, KafkaZkClient
 
+from ..network.broker_client import BrokerClient
 from .backend import ThreadedZkBackend
 from .channel_manager import ControllerChannelManager
 from .context import ControllerContext
@@ -45,7 +47,7 @@ def _cfg(config: Any, key: str, default: Any) -> Any:
 
 
 class KafkaController:
-    def __init__(self, config: Any, zk: KafkaZkClient, broker_id: int, reactor):
+    def __init__(self, config: Any, zk: KafkaZkClient, broker_id: int, reactor, security: Any = None):
         self.config = config
         self.zk = zk
         self.broker_id = broker_id
@@ -67,7 +69,8 @@ class KafkaController:
         self.imbalance_check_interval_s = float(_cfg(config, "leader.imbalance.check.interval.seconds", 300))
         self.imbalance_percentage = int(_cfg(config, "leader.imbalance.per.broker.percentage", 10))
         self.ctx = ControllerContext()
-        self.channels = ControllerChannelManager(reactor, broker_id, self.listener, self._on_response)
+        self.channels = ControllerChannelManager(reactor, broker_id, self.listener, self._on_response,
+                                                 client_factory=functools.partial(BrokerClient, security=security))
         self.backend = ThreadedZkBackend(zk, self.ctx, self, reactor)
         self.core = ControllerCore(
             broker_id, self.backend, self.channels, self.ctx, self.listener,

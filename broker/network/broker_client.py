@@ -9,7 +9,10 @@ lost while in flight), ``RequestTimedOutError`` or ``ClientClosedError``. Unsent
 requests wait in a queue while the client (re)connects with exponential backoff, or,
 with ``fail_when_unreachable``, fail at once with ``UnreachableError`` when a connection
 attempt fails (for senders that would rather re-route than wait: the txn marker channel).
-Reactor thread only.
+With ``security`` (the inter-broker listener's ``InterBrokerSecurity``) the connection is TLS
+and/or authenticates with SASL (SaslHandshake v1, then SaslAuthenticate rounds) before any
+queued request leaves; a failed authentication drops the connection and is retried like a
+failed connect. Reactor thread only.
 """
 from __future__ import annotations
 
@@ -22,7 +25,9 @@ from typing import Any, Mapping
 from twisted.internet import defer, protocol
 from twisted.python.failure import Failure
 
+from odradek.protocol.apis import sasl_authenticate, sasl_handshake
 from odradek.protocol.connection import ClientConnection
+from odradek.protocol.sasl import SaslClient, SaslClientError
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +96,7 @@ class BrokerClient:
     def __init__(self, reactor: Any, host: str, port: int, client_id: str | None,
                  request_timeout_ms: int = 30000, reconnect_backoff_ms: int = 50,
                  reconnect_backoff_max_ms: int = 1000, connect_timeout_s: float = 10.0,
-                 fail_when_unreachable: bool = False):
+                 fail_when_unreachable: bool = False, security: Any = None):
         self.reactor = reactor
         self.host, self.port = host, port
         self.client_id = client_id
@@ -107,6 +112,7 @@ class BrokerClient:
         self._closed = False
         self._next_id = 0   # correlation ids keep counting across reconnects
         self._unsent: deque[_Request] = deque()
+        self.security = security
 
     # ------------------------------------------------------------ public
 
@@ -165,7 +171,12 @@ class BrokerClient:
         if self._reconnect_call is not None and self._reconnect_call.active():
             return
         self._connecting = True
-        self.reactor.connectTCP(self.host, self.port, _Factory(self), timeout=self._connect_timeout)
+        tls = self.security.tls_context_for if self.security is not None else None
+        if tls is not None:
+            self.reactor.connectSSL(self.host, self.port, _Factory(self), tls(self.host),
+                                    timeout=self._connect_timeout)
+        else:
+            self.reactor.connectTCP(self.host, self.port, _Factory(self), timeout=self._connect_timeout)
 
     def _schedule_reconnect(self) -> None:
         if self._closed or not self._unsent:
@@ -180,13 +191,53 @@ class BrokerClient:
             self._ensure_connecting()
 
     def _connected(self, proto: _Protocol) -> None:
-        self._connecting = False
         if self._closed:
+            self._connecting = False
             proto.transport.loseConnection()
             return
+        if self.security is not None and self.security.sasl_mechanism:
+            defer.Deferred.fromCoroutine(self._authenticate(proto))
+            return
+        self._ready(proto)
+
+    def _ready(self, proto: _Protocol) -> None:
+        self._connecting = False
         self._proto = proto
         self._backoff = self._backoff_min
         self._flush()
+
+    def _exchange(self, proto: _Protocol, api: ModuleType, version: int, body: Mapping[str, Any]) -> defer.Deferred:
+        r = _Request(api, version, body, defer.Deferred())
+        r.timer = self.reactor.callLater(self.request_timeout, self._settle, r,
+                                         RequestTimedOutError("SASL authentication timed out"))
+        pending, parts = proto.conn.send_request(api, version, body, r)
+        self._next_id = (pending.correlation_id + 1) & 0x7FFFFFFF
+        proto.transport.writeSequence(parts)
+        return r.deferred
+
+    async def _authenticate(self, proto: _Protocol) -> None:
+        """SASL on a fresh connection, before it is handed to the queue."""
+        sec = self.security
+        try:
+            resp = await self._exchange(proto, sasl_handshake, 1, {"mechanism": sec.sasl_mechanism})
+            if resp.error_code != 0:
+                raise SaslClientError(f"SaslHandshake error {resp.error_code} (server mechanisms "
+                                      f"{', '.join(resp.mechanisms)})")
+            client = SaslClient(sec.sasl_mechanism, sec.username, sec.password)
+            token: bytes | None = client.first_token()
+            while token is not None:
+                resp = await self._exchange(proto, sasl_authenticate, 1, {"auth_bytes": token})
+                if resp.error_code != 0:
+                    raise SaslClientError(resp.error_message or f"SaslAuthenticate error {resp.error_code}")
+                token = client.next_token(bytes(resp.auth_bytes))
+        except Exception as e:
+            log.warning("SASL authentication to %s:%d failed: %s", self.host, self.port, e)
+            proto.transport.loseConnection()
+            return
+        if self._closed:
+            proto.transport.loseConnection()
+            return
+        self._ready(proto)
 
     def _connect_failed(self, reason: Failure) -> None:
         self._connecting = False
@@ -201,7 +252,11 @@ class BrokerClient:
 
     def _disconnected(self, proto: _Protocol, reason: Failure) -> None:
         if self._proto is not proto:
-            self._connecting = False
+            self._fail([p.token for p in proto.conn.fail_all()],
+                       DisconnectedError(f"connection to {self.host}:{self.port} lost"))
+            if self._connecting:    # lost while authenticating: try again later
+                self._connecting = False
+                self._schedule_reconnect()
             return
         self._proto = None
         self._connecting = False

@@ -10,6 +10,12 @@ CloseConnection (garbage, an acks=0 failure) closes it at once. Either closes on
 that connection. Responses go out as one ``writeSequence``. A connection over the
 ``ConnectionQuotas`` limits is closed as soon as it is accepted; one with no request in
 progress and no bytes either way for ``connections.max.idle.ms`` is closed by its factory.
+On a TLS listener the socket is TLS from its first byte (Twisted's TLS over pyOpenSSL); on a SASL
+listener every frame goes to the connection's ``SaslAuthenticator`` until it has authenticated
+(a failure closes the connection ``connection.failed.authentication.delay.ms`` after its error
+response, handling nothing more meanwhile). Each request carries the
+connection's principal: the SASL user, else the client certificate's mapped DN, else
+``User:ANONYMOUS``.
 """
 from __future__ import annotations
 
@@ -22,6 +28,9 @@ from twisted.python.failure import Failure
 from odradek.protocol.connection import ServerConnection
 
 from ..apis.context import CloseConnection
+from ..security.listeners import ListenerSecurity
+from ..security.principal import ANONYMOUS, certificate_dn, user
+from ..security.sasl_server import CredentialLookup, SaslAuthenticator, SaslFailure
 from .connection_quotas import ConnectionQuotas
 from .request_handler import RequestHandler
 
@@ -36,10 +45,19 @@ class KafkaConnection(protocol.Protocol):
     factory: "KafkaServerFactory | None" = None
     transport: Any  # a TCP transport (ITCPTransport and IPushProducer), set by makeConnection
 
-    def __init__(self, handler: RequestHandler, listener: str, max_length: int):
+    def __init__(self, handler: RequestHandler, listener: str, max_length: int,
+                 security: ListenerSecurity | None = None, scram_lookup: CredentialLookup | None = None):
         self.handler = handler
         self.listener = listener
         self.conn = ServerConnection(max_length)
+        self.security = security
+        self.principal = ANONYMOUS
+        self._tls_pending = security is not None and security.tls_context is not None
+        self.sasl: SaslAuthenticator | None = None
+        if security is not None and security.sasl is not None:
+            assert scram_lookup is not None, "a SASL listener needs a SCRAM credential lookup"
+            self.sasl = SaslAuthenticator(security.sasl.mechanisms, security.sasl.plain_users, scram_lookup,
+                                          lambda frame: self.handler.handle(frame, self.listener, self.peer))
         self.peer = ""
         self.ip = ""
         self._closed = False
@@ -99,8 +117,13 @@ class KafkaConnection(protocol.Protocol):
     def _process(self) -> None:
         conn = self.conn
         while not self._closed and (frame := conn.next_request()) is not None:
+            if self._tls_pending:
+                self._tls_principal()
             try:
-                result = self.handler.handle(frame, self.listener, self.peer)
+                if self.sasl is not None and not self.sasl.complete:
+                    result = self._authenticate(frame)
+                else:
+                    result = self.handler.handle(frame, self.listener, self.peer, self.principal)
             except CloseConnection as e:
                 self._close_now(str(e))
                 return
@@ -129,6 +152,25 @@ class KafkaConnection(protocol.Protocol):
             self._paused = False
             self.transport.resumeProducing()
 
+    def _tls_principal(self) -> None:
+        """An SSL client that presented a certificate is the certificate's mapped DN."""
+        self._tls_pending = False
+        cert = self.transport.getPeerCertificate()
+        security = self.security
+        if cert is None or security is None or security.principal_mapper is None:
+            return
+        try:
+            self.principal = user(security.principal_mapper.name(certificate_dn(cert.to_cryptography())))
+        except ValueError as e:
+            raise CloseConnection(f"client certificate not mapped to a principal: {e}") from None
+
+    def _authenticate(self, frame: bytes) -> Any:
+        assert self.sasl is not None
+        try:
+            return self.sasl.receive(frame)
+        except SaslFailure as e:
+            raise CloseConnection(f"SASL authentication failed: {e}") from None
+
     def _deferred_done(self, response: bytes | None) -> None:
         self._waiting = False
         self._send(response)
@@ -149,6 +191,26 @@ class KafkaConnection(protocol.Protocol):
             self.transport.writeSequence(parts)
             if self.factory is not None:
                 self.last_active = self.factory.clock.seconds()
+        sasl = self.sasl
+        if sasl is not None and self.conn.close_reason is None:
+            if sasl.principal is not None:
+                self.principal = sasl.principal
+            elif sasl.failed is not None:
+                self._failed_authentication(sasl.failed)
+
+    def _failed_authentication(self, why: str) -> None:
+        """Handle nothing more, and close after connection.failed.authentication.delay.ms (Kafka's
+        delay: it slows password guessing, and lets the client read the error before the close)."""
+        log.info("Failed authentication with %s (%s)", self.peer, why)
+        reason = f"SASL authentication failed: {why}"
+        self.conn.close_now(reason)
+        self._closed = True
+        factory = self.factory
+        delay = factory.failed_auth_delay_s if factory is not None else 0.0
+        if delay > 0 and factory is not None:
+            factory.clock.callLater(delay, self.transport.loseConnection)
+        else:
+            self.transport.loseConnection()
 
     def _close_now(self, reason: str) -> None:
         log.warning("closing connection from %s: %s", self.peer, reason)
@@ -164,8 +226,13 @@ class KafkaServerFactory(protocol.ServerFactory):
     """Builds a KafkaConnection per accepted socket on one listener."""
 
     def __init__(self, handler: RequestHandler, listener: str, max_request_size: int, clock: Any = None,
-                 quotas: ConnectionQuotas | None = None, idle_ms: int = 600000):
+                 quotas: ConnectionQuotas | None = None, idle_ms: int = 600000,
+                 security: ListenerSecurity | None = None, scram_lookup: CredentialLookup | None = None,
+                 failed_auth_delay_ms: int = 100):
         self.handler = handler
+        self.security = security
+        self.failed_auth_delay_s = failed_auth_delay_ms / 1000.0
+        self.scram_lookup = scram_lookup
         self.listener = listener
         self.max_request_size = max_request_size
         self.connections: set[KafkaConnection] = set()
@@ -197,7 +264,8 @@ class KafkaServerFactory(protocol.ServerFactory):
             conn.close("idle")
 
     def buildProtocol(self, addr: Any) -> KafkaConnection:  # type: ignore[override]  # Twisted types it loosely
-        conn = KafkaConnection(self.handler, self.listener, self.max_request_size)
+        conn = KafkaConnection(self.handler, self.listener, self.max_request_size, self.security,
+                               self.scram_lookup)
         conn.factory = self
         return conn
 

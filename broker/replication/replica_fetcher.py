@@ -384,8 +384,9 @@ class ReplicaFetcherManager:
     """Fetchers keyed by (leader id, fetcher id); hooked into the replica manager."""
 
     def __init__(self, broker_id: int, config: Any, replica_manager: Any, scheduler: Any,
-                 client_factory: Callable[[int, str, int, int], Any] | None = None):
+                 client_factory: Callable[[int, str, int, int], Any] | None = None, security: Any = None):
         self.broker_id = broker_id
+        self.security = security   # the inter-broker listener's InterBrokerSecurity
         self.config = config
         self.rm = replica_manager
         self.scheduler = scheduler
@@ -400,7 +401,8 @@ class ReplicaFetcherManager:
         from ..network.broker_client import BrokerClient
         return BrokerClient(self.scheduler, host, port, f"broker-{self.broker_id}-fetcher-{fid}",
                             request_timeout_ms=int(self.config["replica.socket.timeout.ms"]),
-                            reconnect_backoff_ms=100, reconnect_backoff_max_ms=1000, connect_timeout_s=5.0)
+                            reconnect_backoff_ms=100, reconnect_backoff_max_ms=1000, connect_timeout_s=5.0,
+                            security=self.security)
 
     def endpoint(self, leader: int) -> tuple[str, int] | None:
         ep = self.rm.leader_endpoints.get(leader)

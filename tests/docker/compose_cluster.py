@@ -19,6 +19,7 @@ container ids per service, compose and docker commands, metadata and wait helper
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -29,6 +30,8 @@ import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from odradek import testing
 
@@ -193,6 +196,56 @@ class ComposeCluster:
         return proc.stdout + proc.stderr
 
 
+
+
+@contextlib.contextmanager
+def compose_project(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+                    files: list[str], env: dict[str, str] | None = None) -> Iterator[ComposeCluster]:
+    """A compose project of ``files`` up (every container healthy, all brokers registered), and
+    ``down --volumes`` afterwards whatever happened, with the logs kept when a test failed."""
+    from testcontainers.compose import DockerCompose
+
+    project = f"odradek-test-{uuid.uuid4().hex[:8]}"
+    env_file = tmp_path_factory.mktemp("compose") / "test.env"
+    compose = DockerCompose(context=str(DOCKER_DIR), compose_file_name=files,
+                            env_file=str(env_file), wait=True, pull=False, build=False)
+    c = ComposeCluster(compose, project, {})
+    t1 = time.monotonic()
+    try:
+        for attempt in range(3):
+            # Fresh ports each attempt: one may have been taken between picking and binding.
+            c.ports = dict(zip(BROKERS, free_ports(len(BROKERS))))
+            env_file.write_text("".join(f"{k}={v}\n" for k, v in {
+                "COMPOSE_PROJECT_NAME": project,
+                "ODRADEK_IMAGE": IMAGE,
+                "ODRADEK_PUBLISH_ADDRESS": "127.0.0.1",
+                "ODRADEK_ZK_SESSION_TIMEOUT_MS": ZK_SESSION_TIMEOUT_MS,
+                **{f"ODRADEK_BROKER{b}_PORT": p for b, p in c.ports.items()},
+                **(env or {}),
+            }.items()))
+            try:
+                compose.start()                   # up --wait: every container healthy
+                break
+            except subprocess.CalledProcessError as exc:
+                sys.stderr.write(f"[docker] compose up failed (attempt {attempt + 1}):\n"
+                                 f"{(exc.stderr or b'').decode(errors='replace')[-2000:]}\n")
+                compose.stop(down=True)
+                if attempt == 2:
+                    raise
+        sys.stderr.write(f"[docker] cluster {project} up in {time.monotonic() - t1:.0f} s "
+                         f"(bootstrap {c.bootstrap})\n")
+        yield c
+    finally:
+        if request.session.testsfailed:
+            logs = c.logs()
+            path = tmp_path_factory.getbasetemp() / f"{project}.log"
+            path.write_text(logs)
+            tail = "\n".join(logs.splitlines()[-60:])
+            sys.stderr.write(f"\n--- docker compose logs of {project}: {path}; the last lines:\n{tail}\n")
+        try:
+            compose.stop(down=True)           # down --volumes
+        finally:
+            _run(["docker", "network", "rm", c.network], check=False)  # if a test left it attached
 
 
 # ---------------------------------------------------------------- producing and reading

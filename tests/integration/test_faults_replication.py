@@ -12,7 +12,8 @@ readable exactly once at its acknowledged offset (odradek Consumer and
 confluent-kafka), nothing unproduced may be in the log, and the three replicas'
 log files must be byte-identical.
 
-A second test gives the leader an unreplicated acks=1 tail (followers SIGSTOPped),
+The first test runs twice: brokers replicating over PLAINTEXT, and over a SASL_SSL
+inter-broker listener. A second test gives the leader an unreplicated acks=1 tail (followers SIGSTOPped),
 kill -9's it, and checks that when it comes back it truncates that tail and ends
 with a log identical to the new leader's.
 """
@@ -35,6 +36,7 @@ from odradek.protocol.record_batch import iter_headers
 from odradek.protocol.records import BatchBuilder
 from odradek.zk.admin import AdminZkClient
 from odradek import testing
+from odradek.testing.secure_cluster import SecuredListeners
 
 SESSION_TIMEOUT_MS = 6000
 NOT_LEADER_OR_FOLLOWER = 6
@@ -257,10 +259,17 @@ PARTITIONS = 6
 
 
 @pytest.fixture
-def cluster(cluster_factory):
-    c = cluster_factory(brokers=3, zookeepers=3,
-                        overrides={"zookeeper.session.timeout.ms": SESSION_TIMEOUT_MS})
-    return c
+def cluster(cluster_factory, request, tmp_path):
+    """Brokers replicate over PLAINTEXT, or (``indirect`` param "sasl_ssl") over a SASL_SSL
+    inter-broker listener: TLS and a PLAIN login under every fetch, controller request and
+    transaction marker. Clients use the PLAINTEXT listener either way."""
+    overrides: dict[str, object] = {"zookeeper.session.timeout.ms": SESSION_TIMEOUT_MS}
+    extra = None
+    if getattr(request, "param", "plaintext") == "sasl_ssl":
+        secured = SecuredListeners.make(tmp_path, [1, 2, 3], protocols=("SASL_SSL",))
+        overrides.update(secured.overrides)
+        extra = secured.extra_listeners
+    return cluster_factory(brokers=3, zookeepers=3, overrides=overrides, extra_listeners=extra)
 
 
 def create_topic(cluster, topic: str, partitions: int) -> None:
@@ -414,6 +423,7 @@ def verify(cluster, producers, hws: dict[int, int], forbidden: set[bytes]) -> No
 
 # ------------------------------------------------------------------ tests
 
+@pytest.mark.parametrize("cluster", ["plaintext", "sasl_ssl"], indirect=True)
 def test_acked_records_survive_broker_controller_and_zookeeper_faults(cluster):
     pytest.importorskip("confluent_kafka")
     create_topic(cluster, TOPIC, PARTITIONS)
