@@ -22,6 +22,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from odradek.zk.ensemble import ZooKeeperEnsemble, ZooKeeperError, free_ports, log_tail, stop_process
 
@@ -155,11 +156,15 @@ class LocalCluster:
         return f"{HOST}:{self._broker(broker_id).port}"
 
     # ------------------------------------------------------------ lifecycle
-    def start(self) -> "LocalCluster":
-        """Start the ensemble, then every broker; wait until all are ready (else stop all and raise)."""
+    def start(self, before_brokers: Callable[[], object] | None = None) -> "LocalCluster":
+        """Start the ensemble, then every broker; wait until all are ready (else stop all and raise).
+        ``before_brokers()`` runs once ZooKeeper serves, before any broker starts (e.g. to create
+        the SCRAM user the brokers log in to each other with)."""
         try:
             self.data_dir.mkdir(parents=True, exist_ok=True)
             self.ensemble.start(timeout=self.startup_timeout)
+            if before_brokers is not None:
+                before_brokers()
             old = {i: self._registration_czxid(i) for i in self.brokers}
             self._start_zxid = self.zk.last_zxid  # znodes created later belong to this run
             for broker in self.brokers.values():

@@ -34,7 +34,9 @@ LIVE_WITHIN = 15.0   # seconds for an ACL change to reach every broker
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     from odradek.zk.cluster import LocalCluster
-    c = LocalCluster(tmp_path_factory.mktemp("acls"), zookeepers=1, brokers=2, overrides={
+    sasl_ports = {i: free_port() for i in (1, 2)}
+    c = LocalCluster(tmp_path_factory.mktemp("acls"), zookeepers=1, brokers=2, extra_listeners={
+        i: [f"SASL_PLAINTEXT://127.0.0.1:{port}"] for i, port in sasl_ports.items()}, overrides={
         "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
         "super.users": "User:admin",
         "security.inter.broker.protocol": "SASL_PLAINTEXT",
@@ -43,13 +45,8 @@ def cluster(tmp_path_factory):
         "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
         "auto.create.topics.enable": "true",
     })
-    c.sasl_ports = {}
-    for i, broker in c.brokers.items():
-        c.sasl_ports[i] = free_port()
-        c.broker_overrides[i] = {"listeners": f"PLAINTEXT://127.0.0.1:{broker.port},"
-                                              f"SASL_PLAINTEXT://127.0.0.1:{c.sasl_ports[i]}"}
     c.start()
-    c.sasl_bootstrap = ",".join(f"127.0.0.1:{p}" for p in c.sasl_ports.values())
+    c.sasl_bootstrap = ",".join(f"127.0.0.1:{p}" for p in sasl_ports.values())
     try:
         yield c
     finally:

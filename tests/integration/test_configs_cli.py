@@ -77,23 +77,14 @@ def secured(tmp_path_factory) -> Secured:
         "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-256",
         "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config": ADMIN_JAAS,
     }
-    cluster = LocalCluster(base, zookeepers=1, brokers=2, overrides=overrides)
-    sasl_ports = {b: free_port() for b in cluster.brokers}
-    cluster.broker_overrides = {b: {"listeners": f"PLAINTEXT://127.0.0.1:{cluster.brokers[b].port},"
-                                                 f"SASL_PLAINTEXT://127.0.0.1:{sasl_ports[b]}"}
-                                for b in cluster.brokers}
-    # The inter-broker login needs the admin credential before any broker starts: start the
-    # ensemble alone, create the user as an operator would, then let start() add the brokers.
-    ensemble = cluster.ensemble
-    ensemble.start(timeout=60)
-    try:
-        ok("--zookeeper", cluster.zookeeper_connect, "--alter", "--entity-type", "users", "--entity-name", "admin",
-           "--add-config", "SCRAM-SHA-256=[iterations=8192,password=admin-secret],SCRAM-SHA-512=[password=admin-secret]")
-        ensemble.start = lambda timeout=0.0: ensemble   # already serving
-        cluster.start()
-    except BaseException:
-        cluster.stop()
-        raise
+    sasl_ports = {b: free_port() for b in (1, 2)}
+    cluster = LocalCluster(base, zookeepers=1, brokers=2, overrides=overrides,
+                           extra_listeners={b: [f"SASL_PLAINTEXT://127.0.0.1:{p}"] for b, p in sasl_ports.items()})
+    # The inter-broker login needs the admin credential before any broker starts: create the
+    # user as an operator would, once ZooKeeper serves.
+    cluster.start(before_brokers=lambda: ok(
+        "--zookeeper", cluster.zookeeper_connect, "--alter", "--entity-type", "users", "--entity-name", "admin",
+        "--add-config", "SCRAM-SHA-256=[iterations=8192,password=admin-secret],SCRAM-SHA-512=[password=admin-secret]"))
     try:
         yield Secured(cluster, sasl_ports)
     finally:
