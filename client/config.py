@@ -54,18 +54,12 @@ def _str(name: str, v: Any) -> str | None:
 
 
 def _choice(*choices: str) -> Callable[[str, Any], str]:
-    def conv(name: str, v: Any) -> str:
-        s = str(v).lower()
-        if s not in choices:
-            raise ConfigError(f"{name} must be one of {', '.join(choices)}, got {v!r}")
-        return s
-    return conv
+    """One of ``choices``, matched in any case and given back as written there."""
+    canonical = {c.lower(): c for c in choices}
 
-
-def _upper_choice(*choices: str) -> Callable[[str, Any], str]:
     def conv(name: str, v: Any) -> str:
-        s = str(v).upper()
-        if s not in choices:
+        s = canonical.get(str(v).lower())
+        if s is None:
             raise ConfigError(f"{name} must be one of {', '.join(choices)}, got {v!r}")
         return s
     return conv
@@ -146,12 +140,12 @@ COMMON: dict[str, _Spec] = {
     "connections.max.idle.ms": (540000, _int(-1, MAX_INT)),
     "send.buffer.bytes": (131072, _int(-1, MAX_INT)),
     "receive.buffer.bytes": (65536, _int(-1, MAX_INT)),
-    "security.protocol": ("PLAINTEXT", _upper_choice("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")),
+    "security.protocol": ("PLAINTEXT", _choice("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")),
     # TLS: PEM files (Kafka's ssl.keystore.type=PEM layout, or librdkafka's separate files)
     "ssl.truststore.location": (None, _str),
-    "ssl.truststore.type": ("PEM", _upper_choice("PEM")),
+    "ssl.truststore.type": ("PEM", _choice("PEM")),
     "ssl.keystore.location": (None, _str),
-    "ssl.keystore.type": ("PEM", _upper_choice("PEM")),
+    "ssl.keystore.type": ("PEM", _choice("PEM")),
     "ssl.certificate.location": (None, _str),
     "ssl.key.location": (None, _str),
     "ssl.key.password": (None, _str),
