@@ -72,10 +72,17 @@ class ScramCredential:
         if not MIN_ITERATIONS <= iterations <= MAX_ITERATIONS:
             raise ScramError(f"iterations must be between {MIN_ITERATIONS} and {MAX_ITERATIONS}")
         salt = secrets.token_bytes(32) if salt is None else salt
+        return cls.from_salted_password(mechanism, salt, salted_password(mechanism, password, salt, iterations),
+                                        iterations)
+
+    @classmethod
+    def from_salted_password(cls, mechanism: str, salt: bytes, salted: bytes, iterations: int) -> "ScramCredential":
+        """RFC 5802's stored key ``H(HMAC(salted, "Client Key"))`` and server key
+        ``HMAC(salted, "Server Key")``: what a broker keeps of an AlterUserScramCredentials upsertion,
+        which carries the salted password, never the password."""
         h = _hash_name(mechanism)
-        salted = salted_password(mechanism, password, salt, iterations)
         client_key = _hmac(h, salted, b"Client Key")
-        return cls(salt, hashlib.new(h, client_key).digest(), _hmac(h, salted, b"Server Key"), iterations)
+        return cls(bytes(salt), hashlib.new(h, client_key).digest(), _hmac(h, salted, b"Server Key"), iterations)
 
     def to_config(self) -> str:
         return (f"salt={_b64(self.salt)},stored_key={_b64(self.stored_key)},"

@@ -18,10 +18,11 @@ from typing import Any, Optional
 
 from twisted.internet import defer
 
-from odradek.broker.security.scram_credentials import credential_from_salted_password, iterations_problem
+from odradek.broker.security.scram_credentials import iterations_problem
 from odradek.protocol.apis import alter_user_scram_credentials as API
 from odradek.protocol.apis.alter_user_scram_credentials import MECHANISM_BY_TYPE
 from odradek.protocol.errors import ErrorCode
+from odradek.protocol.scram import ScramCredential
 from odradek.zk.config_entities import USERS, EntityConfigs, sanitize
 
 from .authz import ALTER, CLUSTER, authorize
@@ -74,7 +75,7 @@ def apply(configs: EntityConfigs, users: set[str], upsertions: list[Any], deleti
             for u in upsertions:
                 if u.name == user:
                     mechanism = MECHANISM_BY_TYPE[u.mechanism]
-                    config[mechanism] = credential_from_salted_password(
+                    config[mechanism] = ScramCredential.from_salted_password(
                         mechanism, u.salt, u.salted_password, u.iterations).to_config()
             configs.change(USERS, sanitize(user), config)
             results[user] = (ErrorCode.NONE, None)

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from odradek.broker.security.scram_credentials import credential_from_salted_password, iterations_problem
+from odradek.broker.security.scram_credentials import iterations_problem
 from odradek.protocol.scram import ScramCredential, salted_password
 from odradek.zk import config_entities as ce
 
@@ -24,7 +24,7 @@ AUTH_MESSAGE = f"{RFC_CLIENT_FIRST_BARE},{RFC_SERVER_FIRST},{RFC_CLIENT_FINAL_BA
 
 def _rfc_credential() -> ScramCredential:
     salted = salted_password("SCRAM-SHA-256", "pencil", RFC_SALT, 4096)
-    return credential_from_salted_password("SCRAM-SHA-256", RFC_SALT, salted, 4096)
+    return ScramCredential.from_salted_password("SCRAM-SHA-256", RFC_SALT, salted, 4096)
 
 
 def test_stored_key_verifies_the_rfc_7677_client_proof():
@@ -41,14 +41,14 @@ def test_server_key_produces_the_rfc_7677_server_signature():
 
 def test_a_wrong_password_does_not_verify_the_rfc_proof():
     salted = salted_password("SCRAM-SHA-256", "pencil!", RFC_SALT, 4096)
-    cred = credential_from_salted_password("SCRAM-SHA-256", RFC_SALT, salted, 4096)
+    cred = ScramCredential.from_salted_password("SCRAM-SHA-256", RFC_SALT, salted, 4096)
     assert hmac.new(cred.server_key, AUTH_MESSAGE, "sha256").digest() != RFC_SERVER_SIGNATURE
 
 
 @pytest.mark.parametrize("mechanism, size", [("SCRAM-SHA-256", 32), ("SCRAM-SHA-512", 64)])
 def test_the_api_path_and_the_cli_path_store_the_same_credential(mechanism, size):
     salt = b"0123456789abcdef"
-    via_api = credential_from_salted_password(mechanism, salt, salted_password(mechanism, "s3cret", salt, 8192), 8192)
+    via_api = ScramCredential.from_salted_password(mechanism, salt, salted_password(mechanism, "s3cret", salt, 8192), 8192)
     via_cli = ScramCredential.create(mechanism, "s3cret", 8192, salt=salt)
     assert via_api == via_cli
     assert len(via_api.stored_key) == len(via_api.server_key) == size
