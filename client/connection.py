@@ -28,10 +28,9 @@ from types import ModuleType
 from typing import Any, Callable, Mapping, Sequence
 
 from odradek.protocol.apis import api_versions as _api_versions
-from odradek.protocol.apis import sasl_authenticate, sasl_handshake
 from odradek.protocol.connection import ClientConnection
 from odradek.protocol.errors import ErrorCode, KafkaError
-from odradek.protocol.sasl import SaslClient, SaslClientError
+from odradek.protocol.sasl import SaslClient, SaslClientError, exchange
 
 from .security import ClientSecurity
 
@@ -146,23 +145,18 @@ class BrokerConnection:
     def _authenticate(self, security: ClientSecurity) -> None:
         """SASL right after ApiVersions; a refusal closes the connection and raises."""
         assert security.sasl_mechanism and security.username and security.password
-        resp = self.request(sasl_handshake, {"mechanism": security.sasl_mechanism},
-                            version=min(1, self.version_for(sasl_handshake)))
-        if resp.error_code != ErrorCode.NONE:
-            self.close()
-            raise KafkaError(resp.error_code, f"{self.host}:{self.port} does not enable SASL mechanism "
-                             f"{security.sasl_mechanism} (it offers {', '.join(resp.mechanisms)})")
-        client = SaslClient(security.sasl_mechanism, security.username, security.password)
-        token: bytes | None = client.first_token()
+        steps = exchange(SaslClient(security.sasl_mechanism, security.username, security.password))
+        resp = None
         try:
-            while token is not None:
-                resp = self.request(sasl_authenticate, {"auth_bytes": token})
-                if resp.error_code != ErrorCode.NONE:
-                    raise KafkaError(resp.error_code, resp.error_message or "SASL authentication failed")
-                token = client.next_token(bytes(resp.auth_bytes))
+            while True:
+                try:
+                    api, version, body = steps.send(resp)
+                except StopIteration:
+                    return
+                resp = self.request(api, body, version=version)
         except SaslClientError as exc:
             self.close()
-            raise KafkaError(ErrorCode.SASL_AUTHENTICATION_FAILED, str(exc)) from None
+            raise KafkaError(ErrorCode(exc.code), str(exc)) from None
         except KafkaError:
             self.close()
             raise

@@ -3,12 +3,18 @@
 Invariant: a ``SaslClient`` yields the tokens to send, one per round, in order:
 ``first_token()``, then ``next_token(server_token)`` for each token the server answers with,
 until ``next_token`` returns None (the exchange is over and, for SCRAM, the server proved it
-knows the credential). Whoever owns the socket wraps the tokens (SaslAuthenticate requests after
-a SaslHandshake v1) and turns an error response into a failure; this module only makes and
-checks tokens.
+knows the credential). ``exchange`` is the whole login as requests: a SaslHandshake v1, then a
+SaslAuthenticate v1 per token; whoever owns the socket sends what it yields and sends back each
+response, and a ``SaslClientError`` carries Kafka's error code of a refusal.
 """
 from __future__ import annotations
 
+from collections.abc import Generator
+from types import ModuleType
+from typing import Any
+
+from .apis import sasl_authenticate, sasl_handshake
+from .errors import ErrorCode
 from .scram import MECHANISMS as SCRAM_MECHANISMS
 from .scram import ScramClient, ScramError
 
@@ -16,7 +22,26 @@ MECHANISMS = ("PLAIN", *SCRAM_MECHANISMS)
 
 
 class SaslClientError(Exception):
-    """The server's answer does not check out (a SCRAM server that cannot prove itself)."""
+    """A refused login, or a server whose answer does not check out (a SCRAM server that cannot
+    prove itself); ``code`` is the Kafka error code to report."""
+
+    def __init__(self, message: str, code: int = ErrorCode.SASL_AUTHENTICATION_FAILED) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def exchange(client: "SaslClient") -> Generator[tuple[ModuleType, int, dict[str, Any]], Any, None]:
+    """The requests of one login, as (api, version, body); send each response back in."""
+    resp = yield sasl_handshake, 1, {"mechanism": client.mechanism}
+    if resp.error_code != ErrorCode.NONE:
+        raise SaslClientError(f"the broker does not enable SASL mechanism {client.mechanism} "
+                              f"(it offers {', '.join(resp.mechanisms)})", resp.error_code)
+    token: bytes | None = client.first_token()
+    while token is not None:
+        resp = yield sasl_authenticate, 1, {"auth_bytes": token}
+        if resp.error_code != ErrorCode.NONE:
+            raise SaslClientError(resp.error_message or "SASL authentication failed", resp.error_code)
+        token = client.next_token(bytes(resp.auth_bytes))
 
 
 class SaslClient:

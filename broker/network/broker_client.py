@@ -25,9 +25,8 @@ from typing import Any, Mapping
 from twisted.internet import defer, protocol
 from twisted.python.failure import Failure
 
-from odradek.protocol.apis import sasl_authenticate, sasl_handshake
 from odradek.protocol.connection import ClientConnection
-from odradek.protocol.sasl import SaslClient, SaslClientError
+from odradek.protocol.sasl import SaslClient, exchange
 
 log = logging.getLogger(__name__)
 
@@ -158,12 +157,14 @@ class BrokerClient:
         while self._unsent:
             r = self._unsent.popleft()
             try:
-                pending, parts = proto.conn.send_request(r.api, r.version, r.body, r)
+                self._write(proto, r)
             except Exception as exc:  # a body our codec cannot encode fails only its request
                 self._settle(r, exc)
-                continue
-            self._next_id = (pending.correlation_id + 1) & 0x7FFFFFFF
-            proto.transport.writeSequence(parts)
+
+    def _write(self, proto: _Protocol, r: _Request) -> None:
+        pending, parts = proto.conn.send_request(r.api, r.version, r.body, r)
+        self._next_id = (pending.correlation_id + 1) & 0x7FFFFFFF
+        proto.transport.writeSequence(parts)
 
     def _ensure_connecting(self) -> None:
         if self._closed or self._connecting or self._proto is not None:
@@ -207,29 +208,25 @@ class BrokerClient:
         self._flush()
 
     def _exchange(self, proto: _Protocol, api: ModuleType, version: int, body: Mapping[str, Any]) -> defer.Deferred:
+        """One request on a connection not yet handed to the queue (the SASL exchange)."""
         r = _Request(api, version, body, defer.Deferred())
+        self._write(proto, r)
         r.timer = self.reactor.callLater(self.request_timeout, self._settle, r,
                                          RequestTimedOutError("SASL authentication timed out"))
-        pending, parts = proto.conn.send_request(api, version, body, r)
-        self._next_id = (pending.correlation_id + 1) & 0x7FFFFFFF
-        proto.transport.writeSequence(parts)
         return r.deferred
 
     async def _authenticate(self, proto: _Protocol) -> None:
         """SASL on a fresh connection, before it is handed to the queue."""
         sec = self.security
+        steps = exchange(SaslClient(sec.sasl_mechanism, sec.username, sec.password))
         try:
-            resp = await self._exchange(proto, sasl_handshake, 1, {"mechanism": sec.sasl_mechanism})
-            if resp.error_code != 0:
-                raise SaslClientError(f"SaslHandshake error {resp.error_code} (server mechanisms "
-                                      f"{', '.join(resp.mechanisms)})")
-            client = SaslClient(sec.sasl_mechanism, sec.username, sec.password)
-            token: bytes | None = client.first_token()
-            while token is not None:
-                resp = await self._exchange(proto, sasl_authenticate, 1, {"auth_bytes": token})
-                if resp.error_code != 0:
-                    raise SaslClientError(resp.error_message or f"SaslAuthenticate error {resp.error_code}")
-                token = client.next_token(bytes(resp.auth_bytes))
+            resp = None
+            while True:
+                try:
+                    api, version, body = steps.send(resp)
+                except StopIteration:
+                    break
+                resp = await self._exchange(proto, api, version, body)
         except Exception as e:
             log.warning("SASL authentication to %s:%d failed: %s", self.host, self.port, e)
             proto.transport.loseConnection()
