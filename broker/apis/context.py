@@ -56,7 +56,6 @@ class RequestContext:
     listener: str = "PLAINTEXT"
     peer: str = ""
     principal: str = "User:ANONYMOUS"
-    security_protocol: str = "PLAINTEXT"
 
 
 @dataclass

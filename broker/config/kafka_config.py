@@ -77,7 +77,7 @@ BROKER_CONFIG: dict[str, ConfigKey] = _table([
      "Client certificates: none, requested or required (mutual TLS)."),
     ("ssl.enabled.protocols", LIST, ["TLSv1.2", "TLSv1.3"], list_of("TLSv1.2", "TLSv1.3"),
      "TLS versions accepted."),
-    ("ssl.cipher.suites", LIST, [], None, "Cipher suites (OpenSSL or IANA names); empty: the defaults."),
+    ("ssl.cipher.suites", LIST, [], None, "TLS 1.2 cipher suites by OpenSSL's names; empty: OpenSSL's defaults."),
     ("ssl.endpoint.identification.algorithm", STRING, "https", None,
      "'https' checks the broker's host name against its certificate; empty turns it off."),
     ("ssl.principal.mapping.rules", STRING, "DEFAULT", None, "Certificate DN -> principal name rules."),

@@ -35,7 +35,6 @@ class RequestHandler:
     def __init__(self, ctx: BrokerContext, handlers: dict[int, ModuleType] | None = None):
         self.ctx = ctx
         self.handlers = apis.HANDLERS if handlers is None else handlers
-        self._protocols: dict[str, str] = getattr(ctx.config, "security_protocol_map", {})
 
     def handle(self, frame: bytes, listener: str = "PLAINTEXT", peer: str = "", principal: str = "User:ANONYMOUS"
                ) -> bytes | None | defer.Deferred:
@@ -59,7 +58,7 @@ class RequestHandler:
         except KafkaError as e:
             raise CloseConnection(f"undecodable {api.NAME} v{version} request ({e.message or e})") from None
         rc = RequestContext(header.api_key, version, header.correlation_id, header.client_id, listener, peer,
-                            principal, self._protocols.get(listener, "PLAINTEXT"))
+                            principal)
         try:
             result = module.handle(self.ctx, rc, req)
         except CloseConnection:

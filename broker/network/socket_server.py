@@ -206,9 +206,8 @@ class KafkaConnection(protocol.Protocol):
         self.conn.close_now(reason)
         self._closed = True
         factory = self.factory
-        delay = factory.failed_auth_delay_s if factory is not None else 0.0
-        if delay > 0 and factory is not None:
-            factory.clock.callLater(delay, self.transport.loseConnection)
+        if factory is not None and factory.failed_auth_delay_s > 0:
+            factory.clock.callLater(factory.failed_auth_delay_s, self.transport.loseConnection)
         else:
             self.transport.loseConnection()
 
