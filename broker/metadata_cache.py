@@ -91,6 +91,10 @@ class MetadataCache:
     def alive_brokers(self) -> list[BrokerMetadata]:
         return [self._brokers[b] for b in sorted(self._brokers)]
 
+    def brokers_on(self, listener: str) -> list[tuple[BrokerMetadata, tuple[str, int]]]:
+        """Live brokers with an endpoint on ``listener``, with that (host, port), by id."""
+        return [(b, b.endpoints[listener]) for b in self.alive_brokers() if listener in b.endpoints]
+
     def alive_broker_ids(self) -> set[int]:
         return set(self._brokers)
 

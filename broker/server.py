@@ -6,9 +6,12 @@ ReplicaManager (ISR tasks) + replica fetchers → register the ephemeral /broker
 group and transaction coordinators → periodic tasks and the log cleaner), and shutdown reverses it
 (controlled shutdown, stop accepting, controller resignation, coordinators, log cleaner pass finished, purgatories
 expired, HW checkpoint, LogManager.shutdown() writing the clean-shutdown marker, ZooKeeper session
-closed = unregistered). The group and transaction coordinators follow ``__consumer_offsets`` /
-``__transaction_state`` leadership through the replica manager's hooks (fanned out to both) from
-the start; they answer only once started.
+closed = unregistered). An I/O error on a log dir goes through one
+``LogDirFailureChannel`` to ``LogDirFailureHandler`` (its partitions stop being served, the
+controller is told through ``/log_dir_event_notification``); when no log dir is left the
+broker shuts down as above and exits with code 1 (Kafka halts). The group and transaction
+coordinators follow ``__consumer_offsets`` / ``__transaction_state`` leadership through the
+replica manager's hooks (fanned out to both) from the start; they answer only once started.
 Every ZooKeeper call runs in a thread; the reactor only frames, dispatches and
 appends. ``main(argv)`` is ``odradek broker start server.properties [--override k=v]``.
 """
@@ -33,7 +36,9 @@ from .apis.controller_common import ControllerView
 from .config.kafka_config import ConfigError, KafkaConfig, LogConfig
 from .group.service import GroupCoordinatorService
 from .log.cleaner_service import LogCleanerService
+from .log.log_dir_failure import LogDirFailureChannel
 from .metadata_cache import MetadataCache
+from .topic_configs import log_config as topic_log_config
 from .network.broker_client import BrokerClient
 from .network.connection_quotas import ConnectionQuotas
 from .network.socket_server import KafkaServerFactory
@@ -80,10 +85,14 @@ class KafkaServer:
         self.bound: dict[str, tuple[str, int]] = {}
         self._tasks: list[task.LoopingCall] = []
         self._shutting_down = False
+        self.config_changes: Any = None
         self._initial_topic_configs: dict[str, dict[str, str]] = {}
         self.started: defer.Deferred[KafkaServer] = defer.Deferred()
         self.listener_security: dict[str, Any] = {}
         self.inter_broker_security: Any = None
+        self.log_dir_failure_channel = LogDirFailureChannel()
+        # what a fatal failure (every log dir offline) does; main() also sets the exit code
+        self.on_fatal: Any = lambda: defer.Deferred.fromCoroutine(self.shutdown())
 
     def _in_thread(self, fn, *args, **kwargs) -> defer.Deferred:
         return threads.deferToThreadPool(self.reactor, self.reactor.getThreadPool(), fn, *args, **kwargs)
@@ -125,6 +134,7 @@ class KafkaServer:
         self.fetcher_manager = ReplicaFetcherManager(self.broker_id, cfg, self.replica_manager, self.reactor,
                                                      security=self.inter_broker_security)
         self.replica_manager.startup()
+        self._handle_log_dir_failures()
         self.cleaner = LogCleanerService(cfg, self.log_manager, self.reactor)
         self.replica_manager.cleaner = self.cleaner
         self.group_service = GroupCoordinatorService(cfg, self.replica_manager, self.reactor)
@@ -161,6 +171,9 @@ class KafkaServer:
             txn_coordinator=self.txn_service.coordinator,
             controller_view=controller_view)
         self.ctx.topic_configs.update(self._initial_topic_configs)
+        from .config_changes import ConfigChangeListener   # /config/changes, applied live from now on
+        self.config_changes = ConfigChangeListener(self.zk, self.reactor, self._in_thread, self.ctx)
+        await self.config_changes.start()
         from .security.authorizer import start_authorizer   # ACLs loaded before any request is served
         self.ctx.authorizer = await start_authorizer(cfg, self.zk, self._in_thread, self.reactor)
         self._watch_controller_epoch(controller_view)
@@ -211,24 +224,40 @@ class KafkaServer:
         configs: dict[str, dict[str, str]] = {}
 
         def topic_config(topic: str) -> LogConfig:  # runs in the loading thread: ZooKeeper is fine here
-            if topic not in configs:
-                try:
-                    configs[topic] = self.zk.get_entity_config("topics", topic)
-                except Exception:
-                    configs[topic] = {}
-            try:
-                return LogConfig.from_broker(self.config, configs[topic])
-            except ConfigError:
-                return LogConfig.from_broker(self.config, {})
+            try:  # never the broker defaults instead (broker/topic_configs.py); Kafka fails its startup too
+                if topic not in configs:
+                    configs[topic] = self.zk.retry(self.zk.get_entity_config, "topics", topic)
+                return topic_log_config(self.config, topic, configs[topic])
+            except Exception as e:
+                raise StartupError(f"Cannot read the config of topic {topic} from ZooKeeper: {e}") from None
 
         def load() -> Any:
             return LogManager(self.config.log_dirs, self.config, broker_id=self.broker_id,
-                              cluster_id=self.cluster_id, topic_config=topic_config)
+                              cluster_id=self.cluster_id, topic_config=topic_config,
+                              failure_channel=self.log_dir_failure_channel)
         try:
             self.log_manager = await self._in_thread(load)
         except LogDirError as e:
             raise StartupError(str(e)) from None
         self._initial_topic_configs = configs
+
+    def _handle_log_dir_failures(self) -> None:
+        """From now on a failed log dir is handled on the reactor (Kafka's LogDirFailureHandler)."""
+        from .replication.log_dir_failure_handler import LogDirFailureHandler
+
+        assert self.replica_manager is not None
+        zk = self.zk
+        handler = LogDirFailureHandler(
+            self.replica_manager, self.log_manager,
+            notify_controller=lambda: self._in_thread(zk.retry, zk.create_log_dir_event_notification, self.broker_id),
+            on_all_offline=lambda _dir: self._fatal("every log dir has failed"))
+        self.log_dir_failure_channel.add_listener(lambda d: self.reactor.callFromThread(handler.handle, d))
+
+    def _fatal(self, reason: str) -> None:
+        if self._shutting_down:
+            return
+        log.error("broker %d: %s; shutting down", self.broker_id, reason)
+        self.on_fatal()
 
     def _load_security(self) -> None:
         """Every listener's TLS context and SASL settings, and the inter-broker client side,
@@ -369,6 +398,8 @@ class KafkaServer:
             return
         self._shutting_down = True
         log.info("shutting down broker %d", self.broker_id)
+        if self.config_changes is not None:
+            self.config_changes.stop()
         if self.controller is not None and self.config["controlled.shutdown.enable"]:
             try:
                 await self._controlled_shutdown()
@@ -503,6 +534,11 @@ def main(argv: list[str] | None = None) -> int:
 
     server = KafkaServer(config, reactor)
     exit_code = [0]
+
+    def fatal() -> None:   # Kafka halts with status 1; odradek shuts down cleanly first
+        exit_code[0] = 1
+        stop_once()
+    server.on_fatal = fatal
 
     def start() -> None:
         d = defer.Deferred.fromCoroutine(server.startup())

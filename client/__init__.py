@@ -12,6 +12,7 @@ from .consumer import Consumer, ConsumerRebalanceListener
 from .producer import Producer
 from .structs import (
     CommitFailedError,
+    ConfigEntry,
     ConsumerGroupMetadata,
     ConsumerRecord,
     GroupDescription,
@@ -34,5 +35,5 @@ __all__ = [
     "ConfigError", "ConsumerRebalanceListener", "OffsetAndMetadata", "CommitFailedError",
     "NoOffsetForPartitionError", "IllegalStateError", "GroupDescription", "MemberDescription",
     "RangeAssignor", "RoundRobinAssignor", "StickyAssignor", "ConsumerGroupMetadata", "ProducerFencedError",
-    "TransactionAbortedError",
+    "TransactionAbortedError", "ConfigEntry",
 ]

@@ -19,9 +19,14 @@ from typing import Any, Iterable, Mapping
 from odradek.protocol.apis import create_topics as _create_topics
 from odradek.protocol.apis import delete_groups as _delete_groups
 from odradek.protocol.apis import delete_topics as _delete_topics
+from odradek.protocol.apis import describe_configs as _describe_configs
+from odradek.protocol.apis import describe_log_dirs as _describe_log_dirs
+from odradek.protocol.apis import elect_leaders as _elect_leaders
+from odradek.protocol.apis import incremental_alter_configs as _incremental_alter_configs
 from odradek.protocol.apis import describe_groups as _describe_groups
 from odradek.protocol.apis import list_groups as _list_groups
 from odradek.protocol.apis import offset_commit as _offset_commit
+from odradek.protocol.apis import offset_delete as _offset_delete
 from odradek.protocol.apis import offset_fetch as _offset_fetch
 from odradek.protocol.errors import ErrorCode, KafkaError
 
@@ -31,6 +36,7 @@ from .config import ClientConfig
 from .group_membership import find_coordinator
 from .offset_commits import offsets_body
 from .structs import (
+    ConfigEntry,
     GroupDescription,
     KafkaTimeoutError,
     MemberDescription,
@@ -43,6 +49,11 @@ _RETRY_CODES = frozenset({ErrorCode.NOT_CONTROLLER, ErrorCode.NETWORK_EXCEPTION,
 _COORD_RETRY = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE,
                           ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.NETWORK_EXCEPTION,
                           ErrorCode.REQUEST_TIMED_OUT})
+
+
+_RESOURCE_TYPES = {"topic": 2, "broker": 4, "broker_logger": 8}
+_SOURCE_NAMES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG", 3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
+                 4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG", 6: "DYNAMIC_BROKER_LOGGER_CONFIG"}
 
 
 class AdminClient:
@@ -195,6 +206,116 @@ class AdminClient:
                 "cluster_id": c.cluster_id,
             }
 
+    def describe_configs(self, resources: Iterable[tuple[str, str]], include_synonyms: bool = False
+                         ) -> dict[tuple[str, str], list[ConfigEntry] | KafkaError]:
+        """DescribeConfigs of ("topic", name), ("broker", id or "" for the cluster default) or
+        ("broker_logger", id) resources: {resource: its ConfigEntrys, or the KafkaError it got}.
+        A broker's own configs are asked of that broker, everything else of any broker."""
+        out: dict[tuple[str, str], list[ConfigEntry] | KafkaError] = {}
+        timeout = self.config["request.timeout.ms"] / 1000.0
+        backoff = self.config["retry.backoff.ms"] / 1000.0
+        for kind, name in resources:
+            body = {"resources": [{"resource_type": _RESOURCE_TYPES[kind], "resource_name": name,
+                                   "configuration_keys": None}], "include_synonyms": include_synonyms}
+            own_broker = kind != "topic" and name != ""
+            with self._lock:
+                resp = self._pool.call(_describe_configs, body, lambda: [int(name)] if own_broker else
+                                       sorted(self._cluster.brokers), timeout, backoff)
+            [r] = resp.results
+            if r.error_code != ErrorCode.NONE:
+                out[(kind, name)] = KafkaError(ErrorCode(r.error_code), r.error_message or f"{kind} {name!r}")
+                continue
+            out[(kind, name)] = [ConfigEntry(c.name, c.value, _SOURCE_NAMES.get(c.config_source, "UNKNOWN"),
+                                             c.is_sensitive, c.read_only,
+                                             tuple((s.name, s.value, _SOURCE_NAMES.get(s.source, "UNKNOWN"))
+                                                   for s in c.synonyms)) for c in r.configs]
+        return out
+
+    def incremental_alter_configs(self, resource: tuple[str, str], set_configs: Mapping[str, str],
+                                  delete_configs: Iterable[str] = (), validate_only: bool = False) -> None:
+        """IncrementalAlterConfigs of one ("topic", name) or ("broker", id) resource: SET
+        ``set_configs``, DELETE ``delete_configs``; KafkaError with the broker's message if refused."""
+        kind, name = resource
+        configs = [{"name": k, "config_operation": 0, "value": v} for k, v in set_configs.items()]
+        configs += [{"name": k, "config_operation": 1, "value": None} for k in delete_configs]
+        body = {"resources": [{"resource_type": _RESOURCE_TYPES[kind], "resource_name": name, "configs": configs}],
+                "validate_only": validate_only}
+        own_broker = kind != "topic" and name != ""
+        with self._lock:
+            resp = self._pool.call(_incremental_alter_configs, body, lambda: [int(name)] if own_broker else
+                                   sorted(self._cluster.brokers), self.config["request.timeout.ms"] / 1000.0,
+                                   self.config["retry.backoff.ms"] / 1000.0)
+        [r] = resp.responses
+        if r.error_code != ErrorCode.NONE:
+            raise KafkaError(ErrorCode(r.error_code), r.error_message or f"{kind} {name!r}")
+
+    def elect_leaders(self, election_type: str, partitions: Iterable[TopicPartition] | None,
+                      timeout_ms: int = 60000) -> dict[TopicPartition, KafkaError | None]:
+        """ElectLeaders ("preferred" or "unclean") on the controller: {partition: None (elected) |
+        KafkaError (ELECTION_NOT_NEEDED, PREFERRED_LEADER_NOT_AVAILABLE, ...)}; ``partitions`` None:
+        every partition of the cluster."""
+        topics: dict[str, list[int]] = {}
+        for tp in partitions or ():
+            topics.setdefault(tp.topic, []).append(tp.partition)
+        body = {"election_type": {"preferred": 0, "unclean": 1}[election_type.lower()], "timeout_ms": timeout_ms,
+                "topic_partitions": None if partitions is None else [
+                    {"topic": t, "partition_id": ps} for t, ps in topics.items()]}
+
+        def controller() -> list[int]:
+            node = self._cluster.controller_id
+            return [node] if node is not None and node >= 0 else []
+
+        def moved(resp: Any) -> str | None:
+            return "no longer the controller" if resp.error_code == ErrorCode.NOT_CONTROLLER else None
+        with self._lock:
+            resp = self._pool.call(_elect_leaders, body, controller, max(timeout_ms, self.config["request.timeout.ms"]) / 1000.0,
+                                   self.config["retry.backoff.ms"] / 1000.0, moved=moved)
+        if resp.error_code != ErrorCode.NONE:
+            raise KafkaError(ErrorCode(resp.error_code), "ElectLeaders")
+        return {TopicPartition(r.topic, p.partition_id):
+                None if p.error_code == ErrorCode.NONE else KafkaError(ErrorCode(p.error_code), p.error_message or "")
+                for r in resp.replica_election_results for p in r.partition_result}
+
+    def describe_log_dirs(self, broker_ids: Iterable[int] | None = None, topics: Iterable[str] | None = None
+                          ) -> dict[int, list[dict[str, Any]]]:
+        """DescribeLogDirs of each broker (default: every live broker): {broker: [{"log_dir", "error"
+        (None or the ErrorCode name), "partitions": [{"topic", "partition", "size", "offset_lag",
+        "is_future"}]}]}; ``topics`` limits the partitions listed (default: all)."""
+        with self._lock:
+            self._cluster.refresh([] if topics is None else list(topics))
+            wanted = None if topics is None else [
+                {"topic": t, "partition_index": sorted(self._cluster.topics[t].partitions)}
+                for t in topics if t in self._cluster.topics]
+            ids = sorted(self._cluster.brokers) if broker_ids is None else list(broker_ids)
+            out: dict[int, list[dict[str, Any]]] = {}
+            timeout = self.config["request.timeout.ms"] / 1000.0
+            for node in ids:
+                resp = self._pool.call(_describe_log_dirs, {"topics": wanted}, lambda node=node: [node], timeout,
+                                       self.config["retry.backoff.ms"] / 1000.0)
+                out[node] = [{"log_dir": r.log_dir,
+                              "error": None if r.error_code == 0 else ErrorCode(r.error_code).name,
+                              "partitions": [{"topic": t.name, "partition": p.partition_index, "size": p.partition_size,
+                                              "offset_lag": p.offset_lag, "is_future": p.is_future_key}
+                                             for t in r.topics for p in t.partitions]} for r in resp.results]
+        return out
+
+    def broker_api_versions(self) -> dict[int, tuple[Any, dict[int, tuple[int, int]]]]:
+        """{node id: (broker metadata, {api key: (min, max)})}: what each live broker's ApiVersions
+        answer advertised (kafka-broker-api-versions.sh); a broker that cannot be reached is
+        left out and its error raised once every other broker was asked."""
+        out: dict[int, tuple[Any, dict[int, tuple[int, int]]]] = {}
+        failed: KafkaError | None = None
+        with self._lock:
+            self._cluster.refresh([])
+            for node, broker in sorted(self._cluster.brokers.items()):
+                try:
+                    out[node] = (broker, dict(self._pool.get(node).api_versions))
+                except KafkaError as exc:
+                    failed = exc
+        if failed is not None and not out:
+            raise failed
+        return out
+
     # -- consumer groups ----------------------------------------------------------------
 
     def _group_call(self, group_id: str, api, body: dict, error_of) -> Any:
@@ -328,6 +449,23 @@ class AdminClient:
                 code = resp.results[0].error_code if resp.results else ErrorCode.UNKNOWN_SERVER_ERROR
                 results[gid] = None if code == ErrorCode.NONE else KafkaError(code, f"group {gid!r}")
         return self._finish(results, raise_errors)  # type: ignore[arg-type]
+
+    def delete_consumer_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition]
+                                      ) -> dict[TopicPartition, KafkaError | None]:
+        """Delete a group's committed offsets (OffsetDelete): {partition: None | KafkaError
+        (GROUP_SUBSCRIBED_TO_TOPIC, UNKNOWN_TOPIC_OR_PARTITION, ...)}; a group-level error
+        (GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, ...) raises KafkaError."""
+        topics: dict[str, list[dict]] = {}
+        for tp in partitions:
+            topics.setdefault(tp.topic, []).append({"partition_index": tp.partition})
+        body = {"group_id": group_id, "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
+        with self._lock:
+            _node, resp = self._group_call(group_id, _offset_delete, body, lambda r: r.error_code)
+        if resp.error_code != ErrorCode.NONE:
+            raise KafkaError(ErrorCode(resp.error_code), f"group {group_id!r}")
+        return {TopicPartition(t.name, p.partition_index):
+                None if p.error_code == ErrorCode.NONE else KafkaError(ErrorCode(p.error_code), f"{t.name}-{p.partition_index}")
+                for t in resp.topics for p in t.partitions}
 
     # -- users' SCRAM credentials (client/scram_admin.py) --------------------------------
 

@@ -1,5 +1,5 @@
-"""``odradek configs --bootstrap-server``: kafka-configs.sh's admin-API mode, for users' SCRAM
-credentials.
+"""``odradek configs --bootstrap-server``: kafka-configs.sh's admin-API mode: users' SCRAM
+credentials, and ``--describe [--all]`` of topics and brokers (DescribeConfigs).
 
 Invariant: receives a request already parsed and checked by ``odradek.zk.configs_cli`` (plain
 attributes: action, entity_type, entity_name, to_add, to_delete, scram, bootstrap_server,
@@ -31,9 +31,15 @@ def run(request: Any) -> int:
 
 
 def _run(request: Any) -> int:
+    if request.entity_type in ("topics", "brokers"):
+        config = {**properties_file(request.command_config), "bootstrap.servers": request.bootstrap_server}
+        with AdminClient(config) as admin:
+            if request.action == "describe":
+                return describe_configs(admin, request.entity_type, request.entity_name, request.describe_all)
+            return alter_configs(admin, request)
     if request.entity_type != "users":
-        raise ToolError("odradek configs --bootstrap-server changes users' SCRAM credentials only; "
-                        f"use --zookeeper for {request.entity_type}")
+        raise ToolError("odradek configs --bootstrap-server describes and alters topics and brokers, and users' "
+                        f"SCRAM credentials; use --zookeeper for {request.entity_type}")
     if request.entity_name == "":
         raise ToolError("The use of --entity-default or --user-defaults is not allowed with User SCRAM "
                         "Credentials using --bootstrap-server.")
@@ -74,4 +80,45 @@ def alter(admin: AdminClient, request: Any) -> int:
                     for m, (iterations, password) in request.scram.items()]
     admin.alter_user_scram_credentials(alterations)
     print(f"Completed updating config for user {user}.")
+    return 0
+
+
+def describe_configs(admin: AdminClient, entity_type: str, name: str | None, describe_all: bool) -> int:
+    """kafka-configs.sh --describe through DescribeConfigs: the dynamic configs (or ``--all``) of a
+    topic or broker, every topic or broker (and the cluster default) when no name is given."""
+    kind = entity_type[:-1]
+    if name is None:
+        names = admin.list_topics() if kind == "topic" else [
+            str(b["node_id"]) for b in admin.describe_cluster()["brokers"]] + [""]
+    else:
+        names = [name]
+    for entity, found in admin.describe_configs([(kind, n) for n in names], include_synonyms=True).items():
+        if isinstance(found, KafkaError):
+            raise ToolError(f"{kind} {entity[1]!r}: {found.code.name}: {found.message}")
+        if entity[1] == "":
+            print(f"Default configs for {entity_type} in the cluster are:")
+            dynamic = "DYNAMIC_DEFAULT_BROKER_CONFIG"
+        else:
+            print(f"{'All' if describe_all else 'Dynamic'} configs for {kind} {entity[1]} are:")
+            dynamic = "DYNAMIC_TOPIC_CONFIG" if kind == "topic" else "DYNAMIC_BROKER_CONFIG"
+        for e in sorted(found, key=lambda e: e.name):
+            if describe_all or e.source == dynamic:
+                synonyms = ", ".join(f"{source}:{n}={_shown(v)}" for n, v, source in e.synonyms)
+                print(f"  {e.name}={_shown(e.value)} sensitive={str(e.is_sensitive).lower()} synonyms={{{synonyms}}}")
+    return 0
+
+
+def _shown(value: str | None) -> str:
+    return "null" if value is None else value
+
+
+def alter_configs(admin: AdminClient, request: Any) -> int:
+    """kafka-configs.sh --alter of a topic or broker through IncrementalAlterConfigs."""
+    kind = request.entity_type[:-1]
+    try:
+        admin.incremental_alter_configs((kind, request.entity_name), request.to_add, request.to_delete)
+    except KafkaError as e:
+        raise ToolError(f"{kind} {request.entity_name!r}: {e.code.name}: {e.message}") from None
+    print(f"Completed updating config for {kind} {request.entity_name}." if request.entity_name else
+          f"Completed updating default config for {request.entity_type} in the cluster.")
     return 0

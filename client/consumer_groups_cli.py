@@ -12,13 +12,15 @@ import datetime as _dt
 import sys
 from typing import Any, Iterable
 
+from odradek.protocol.errors import KafkaError
+
 from .admin import AdminClient
 from .consumer import Consumer
 from .structs import GroupDescription, OffsetAndMetadata, TopicPartition
 from .tools import ArgParser, ToolError, properties_file, resolve_bootstrap, run_tool
 
 MISSING = "-"
-_ACTIONS = ("list", "describe", "delete", "reset_offsets")
+_ACTIONS = ("list", "describe", "delete", "reset_offsets", "delete_offsets")
 _RESET_SPECS = ("to_earliest", "to_latest", "to_offset", "to_datetime", "shift_by", "to_current")
 
 
@@ -29,6 +31,7 @@ def parser() -> ArgParser:
     ap.add_argument("--describe", action="store_true")
     ap.add_argument("--delete", action="store_true")
     ap.add_argument("--reset-offsets", dest="reset_offsets", action="store_true")
+    ap.add_argument("--delete-offsets", dest="delete_offsets", action="store_true")
     ap.add_argument("--group", action="append", default=[])
     ap.add_argument("--all-groups", action="store_true")
     ap.add_argument("--members", action="store_true")
@@ -175,7 +178,7 @@ class GroupsTool:
         if self.args.all_topics:
             return sorted(self.admin.list_consumer_group_offsets(group))
         if not self.args.topic:
-            raise ToolError("--reset-offsets needs --topic or --all-topics")
+            raise ToolError("--reset-offsets and --delete-offsets need --topic (--reset-offsets: or --all-topics)")
         out: list[TopicPartition] = []
         for spec in self.args.topic:
             topic, _, parts = spec.partition(":")
@@ -254,6 +257,35 @@ class GroupsTool:
         print("Deletion of requested consumer groups (" + ", ".join(f"'{g}'" for g in groups) + ") was successful.")
 
 
+    def delete_offsets(self) -> None:
+        """kafka-consumer-groups.sh --delete-offsets: one group, the partitions of --topic."""
+        groups = self.args.group
+        if len(groups) != 1 or self.args.all_groups or self.args.all_topics:
+            raise ToolError("--delete-offsets takes exactly one --group and --topic (not --all-groups, --all-topics)")
+        group, topics = groups[0], [spec.partition(":")[0] for spec in self.args.topic]
+        try:
+            results = self.admin.delete_consumer_group_offsets(group, self._partitions(group))
+        except KafkaError as e:
+            raise ToolError(_GROUP_ERRORS.get(e.code.name, "Encounter some unknown error: {e}").format(
+                group=group, e=e)) from None
+        if any(e is not None for e in results.values()):
+            print("Error: Encounter some partition level error, see the follow-up details:", file=sys.stderr)
+        else:
+            print(f"Request succeed for deleting offsets with topic {', '.join(topics)} group {group}")
+        print(f"\n{'TOPIC':<30} {'PARTITION':<15} {'STATUS':<15}")
+        for tp, e in sorted(results.items(), key=lambda kv: kv[0].topic + str(kv[0].partition)):
+            status = "Successful" if e is None else f"Error: {_describe_error(e)}"
+            print(f"{tp.topic:<30} {tp.partition:<15} {status:<15}".rstrip())
+
+
+_GROUP_ERRORS = {   # kafka-consumer-groups.sh --delete-offsets' lines for a group-level error
+    "INVALID_GROUP_ID": "'{group}' is not valid.",
+    "GROUP_ID_NOT_FOUND": "'{group}' does not exist.",
+    "GROUP_AUTHORIZATION_FAILED": "Access to '{group}' is not authorized.",
+    "NON_EMPTY_GROUP": "Deleting offsets of a consumer group '{group}' is forbidden if the group is not empty.",
+}
+
+
 def _describe_error(e: Any) -> str:
     code = getattr(e, "code", None)
     name = getattr(code, "name", "")
@@ -261,6 +293,10 @@ def _describe_error(e: Any) -> str:
         return "The group is not empty."
     if name == "GROUP_ID_NOT_FOUND":
         return "The group id does not exist."
+    if name == "GROUP_SUBSCRIBED_TO_TOPIC":
+        return "The consumer group is actively subscribed to the topic."
+    if name == "UNKNOWN_TOPIC_OR_PARTITION":
+        return "This server does not host this topic-partition."
     return str(e)
 
 
@@ -282,11 +318,12 @@ def main(argv: Iterable[str] | None = None) -> int:
         args = parser().parse_args(argv)
         actions = [a for a in _ACTIONS if getattr(args, a)]
         if len(actions) != 1:
-            raise ToolError("Command must include exactly one action: --list, --describe, --delete, --reset-offsets")
+            raise ToolError("Command must include exactly one action: --list, --describe, --delete, --reset-offsets, "
+                            "--delete-offsets")
         tool = GroupsTool(args)
         try:
             {"list": tool.list, "describe": tool.describe, "delete": tool.delete,
-             "reset_offsets": tool.reset}[actions[0]]()
+             "reset_offsets": tool.reset, "delete_offsets": tool.delete_offsets}[actions[0]]()
         finally:
             tool.close()
         return 0

@@ -572,16 +572,21 @@ def framing_perf(argv: list[str]) -> int:
     return int(importlib.import_module("odradek.broker.network.framing_bench").main(argv))
 
 
+def log_append_perf(argv: list[str]) -> int:
+    import importlib  # with the broker, as framing_perf
+    return int(importlib.import_module("odradek.broker.log.append_bench").main(argv))
+
+
 COMMANDS = {"producer": producer_perf, "consumer": consumer_perf, "e2e": e2e_perf, "commit": commit_perf,
-            "failover": failover_perf, "framing": framing_perf}
+            "failover": failover_perf, "framing": framing_perf, "log-append": log_append_perf}
 
 
 def main(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
-        print("usage: odradek perf producer|consumer|e2e|commit|failover|framing [options]")
+        print("usage: odradek perf producer|consumer|e2e|commit|failover|framing|log-append [options]")
         return 0 if argv else 1
     if argv[0] not in COMMANDS:
-        print(f"Error: unknown perf tool {argv[0]!r} (producer, consumer, e2e, commit, failover, framing)", file=sys.stderr)
+        print(f"Error: unknown perf tool {argv[0]!r} (producer, consumer, e2e, commit, failover, framing, log-append)", file=sys.stderr)
         return 1
     fn = COMMANDS[argv[0]]
     try:

@@ -65,6 +65,18 @@ class NewTopic:
                 f"replication_factor={self.replication_factor}, topic_configs={self.topic_configs!r})")
 
 
+class ConfigEntry(NamedTuple):
+    """One config of a DescribeConfigs answer; ``source`` is Kafka's ConfigSource name
+    (DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG, ...), ``synonyms`` (name, value,
+    source) most specific first; a sensitive value is None."""
+    name: str
+    value: str | None
+    source: str
+    is_sensitive: bool
+    is_read_only: bool
+    synonyms: tuple[tuple[str, str | None, str], ...] = ()
+
+
 class OffsetAndMetadata(NamedTuple):
     """A committed offset: the next offset to consume, its metadata string and leader epoch."""
     offset: int

@@ -114,8 +114,12 @@ _DECOMPRESSORS: dict[int, Callable[[bytes | bytearray | memoryview], Any]] = {
 }
 
 
-def decompress(codec: int, data: _BytesLike) -> bytes:
-    """``data`` decompressed with Kafka codec ``codec``; corrupt input raises CORRUPT_MESSAGE."""
+def decompress(codec: int, data: _BytesLike, max_size: int | None = None) -> bytes:
+    """``data`` decompressed with Kafka codec ``codec``; corrupt input raises CORRUPT_MESSAGE.
+
+    With ``max_size`` (the broker's ``max.message.bytes``) no more than that is ever produced:
+    larger output raises MESSAGE_TOO_LARGE (a decompression bomb costs at most that much memory).
+    """
     if codec == NONE:
         return bytes(data)
     try:
@@ -123,6 +127,45 @@ def decompress(codec: int, data: _BytesLike) -> bytes:
     except KeyError:
         raise KafkaError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, f"codec id {codec}") from None
     try:
+        if max_size is not None:
+            return _decompress_bounded(codec, data, max_size)
         return bytes(fn(data))
     except (cramjam.DecompressionError, ValueError, struct.error, OverflowError) as exc:
         raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"{CODEC_NAMES[codec]}: {exc}") from None
+
+
+def _too_large(codec: int, max_size: int) -> KafkaError:
+    return KafkaError(ErrorCode.MESSAGE_TOO_LARGE,
+                      f"{CODEC_NAMES[codec]} records decompress to more than {max_size} bytes")
+
+
+def _decompress_bounded(codec: int, data: _BytesLike, max_size: int) -> bytes:
+    if codec == SNAPPY:  # every raw snappy block states its length: check before decompressing
+        view = memoryview(data)
+        blocks = [view]
+        if view[:8] == XERIAL_MAGIC:
+            blocks, pos = [], 16
+            while pos + 4 <= len(view):
+                (size,) = _INT32.unpack_from(view, pos)
+                blocks.append(view[pos + 4:pos + 4 + max(size, 0)])
+                pos += 4 + max(size, 0)
+        if sum(cramjam.snappy.decompress_raw_len(b) for b in blocks) > max_size:
+            raise _too_large(codec, max_size)
+        return _snappy_decompress(data)
+    module = {GZIP: cramjam.gzip, LZ4: cramjam.lz4, ZSTD: cramjam.zstd}[codec]
+    # a buffer for the usual ratios first, the whole allowance only if that is too small;
+    # one spare byte tells "exactly max_size" from "more"
+    size = min(max_size + 1, max(1 << 16, 8 * len(data)))
+    while True:
+        out = bytearray(size)
+        try:
+            n = module.decompress_into(data, out)
+        except cramjam.DecompressionError as exc:
+            if "whole buffer" not in str(exc):
+                raise
+            n = size
+        if n < size:
+            return bytes(memoryview(out)[:n])
+        if size > max_size:
+            raise _too_large(codec, max_size)
+        size = max_size + 1

@@ -1,8 +1,8 @@
 """RecordBatch v2 (magic 2) at the batch level: header, CRC32C, offset rewrite.
 
-Invariant: nothing here looks inside the records section. The broker's hot path
-(produce validation, log append, fetch, recovery) uses only these functions, so
-per-record work never happens on the broker.
+Invariant: nothing here looks inside the records section. The broker's fetch path
+uses only these functions; what the records section must hold before a log takes
+a batch is checked in one place, the broker's ``broker/log/validator.py``.
 
 Layout (61-byte header): baseOffset i64 @0, batchLength i32 @8 (bytes after this
 field), partitionLeaderEpoch i32 @12, magic i8 @16, crc u32 @17 (CRC32C over
@@ -102,8 +102,9 @@ def validate(buf: bytes | bytearray | memoryview, pos: int = 0, max_size: int | 
     """Check one batch at ``pos`` as a broker does before appending it.
 
     Raises KafkaError(CORRUPT_MESSAGE) for a truncated, mis-sized or CRC-failing
-    batch, UNSUPPORTED_FOR_MESSAGE_FORMAT for a magic other than 2, and
-    MESSAGE_TOO_LARGE if the batch exceeds ``max_size``.
+    batch, INVALID_RECORD for a negative record count or lastOffsetDelta,
+    UNSUPPORTED_FOR_MESSAGE_FORMAT for a magic other than 2, and MESSAGE_TOO_LARGE if
+    the batch exceeds ``max_size``.
     """
     end = len(buf)
     if end - pos < HEADER_SIZE:
@@ -116,7 +117,7 @@ def validate(buf: bytes | bytearray | memoryview, pos: int = 0, max_size: int | 
     if max_size is not None and header.size > max_size:
         raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE, f"batch of {header.size} bytes")
     if header.last_offset_delta < 0 or header.records_count < 0:
-        raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "negative record count or offset delta")
+        raise KafkaError(ErrorCode.INVALID_RECORD, "negative record count or offset delta")
     if compute_crc(buf, pos, header.size) != header.crc:
         raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "CRC32C mismatch")
     return header

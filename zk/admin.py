@@ -39,6 +39,7 @@ def plan_new_partitions(topic: str, existing: Mapping[int, Sequence[int]], count
     """
     if not existing:
         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{topic}' does not exist.")
+    topic_rules.check_partition_count(count)  # before any assignment is built
     old = len(existing)
     increment = count - old
     if increment < 0:
@@ -298,10 +299,11 @@ class AdminZkClient:
                              f"A partition reassignment is in progress for the topic '{topic}'.")
         existing = TopicZNode.decode(data)
         new = plan_new_partitions(topic, existing, count, assignments, [b.id for b in self.live_brokers()])
+        encoded = self._encode_preserving(data, {**existing, **new})
+        topic_rules.check_znode_size(encoded, ErrorCode.INVALID_PARTITIONS, "replica assignment")
         if not validate_only:
             try:
-                self.zk.set(TopicZNode.path(topic), self._encode_preserving(data, {**existing, **new}),
-                            version=stat.version)
+                self.zk.set(TopicZNode.path(topic), encoded, version=stat.version)
             except BadVersionError:
                 raise KafkaError(ErrorCode.INVALID_PARTITIONS,
                                  f"The partitions of topic '{topic}' changed concurrently; retry.") from None

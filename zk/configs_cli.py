@@ -86,6 +86,7 @@ class ConfigsRequest:
     zookeeper: str | None = None
     bootstrap_server: str | None = None
     command_config: str | None = None
+    describe_all: bool = False
 
 
 # ---------------------------------------------------------------- parsing (both modes)
@@ -150,7 +151,8 @@ def check_args(args: argparse.Namespace) -> ConfigsRequest:
     if name == "" and entity_type == ce.TOPICS:
         raise CommandError("--entity-default is not valid for topics: give --entity-name")
     request = ConfigsRequest(action, entity_type, name, zookeeper=args.zookeeper,
-                             bootstrap_server=args.bootstrap_server, command_config=args.command_config)
+                             bootstrap_server=args.bootstrap_server, command_config=args.command_config,
+                             describe_all=args.all)
     if action == "alter":
         if name is None:
             if entity_type == ce.TOPICS:

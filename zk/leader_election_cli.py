@@ -1,6 +1,8 @@
-"""``odradek leader-election``: preferred replica election through ZooKeeper.
+"""``odradek leader-election``: preferred replica election through ZooKeeper, or preferred and
+unclean elections through a broker (``--bootstrap-server``: ElectLeaders, in
+``odradek.client.leader_election_cli``, loaded by name as the console script table loads it).
 
-Invariant: like kafka-preferred-replica-election.sh (and kafka-leader-election.sh
+Invariant: in ZooKeeper mode, like kafka-preferred-replica-election.sh (and kafka-leader-election.sh
 --election-type preferred), the tool only writes ``/admin/preferred_replica_election``
 (refusing if one is in progress) and lets the controller do the election; it then
 waits, on a watch, until the controller deleted the znode and reports from the
@@ -11,6 +13,7 @@ which could not be elected. Every user error is ONE line via ``CommandError``
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import threading
@@ -37,7 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
                 description="Move partition leadership back to the preferred replicas "
                             "(like kafka-leader-election.sh --election-type preferred, through ZooKeeper).")
     p.add_argument("--preferred", action="store_true", help="preferred replica election (the only type)")
-    p.add_argument("--election-type", metavar="preferred", help="'preferred' (unclean is not supported here)")
+    p.add_argument("--election-type", metavar="preferred|unclean",
+                   help="'preferred', or 'unclean' (with --bootstrap-server)")
     p.add_argument("--topic", help="the topic of the partition to elect (with --partition)")
     p.add_argument("--partition", type=int, help="the partition to elect (with --topic)")
     p.add_argument("--all-topic-partitions", action="store_true", help="every partition of every topic")
@@ -49,18 +53,23 @@ def build_parser() -> argparse.ArgumentParser:
                    metavar="SECONDS", help="give up connecting to ZooKeeper after this long (default 10)")
     p.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
                    help="how long to wait for the controller to finish the election (default 60)")
-    p.add_argument("--bootstrap-server", help=argparse.SUPPRESS)
+    p.add_argument("--bootstrap-server", metavar="HOST:PORT",
+                   help="go through a broker's admin API (ElectLeaders) instead of ZooKeeper")
+    p.add_argument("--admin.config", dest="admin_config", metavar="FILE",
+                   help="client properties for --bootstrap-server (security.protocol, ssl.*, sasl.*)")
     return p
 
 
 def check_args(args: argparse.Namespace) -> None:
-    if args.bootstrap_server:
-        raise CommandError("odradek leader-election works through ZooKeeper only: use --zookeeper, "
-                           "not --bootstrap-server")
+    if args.bootstrap_server and args.zookeeper:
+        raise CommandError("Only one of --bootstrap-server or --zookeeper must be specified")
+    if args.admin_config and not args.bootstrap_server:
+        raise CommandError("--admin.config can only be used with --bootstrap-server")
     election = (args.election_type or "").strip().lower()
-    if election and election != "preferred":
-        raise CommandError(f"Unsupported election type {args.election_type!r}: only 'preferred' elections "
-                           "can be requested through ZooKeeper")
+    if election not in ("", "preferred", "unclean"):
+        raise CommandError(f"Unsupported election type {args.election_type!r}: preferred or unclean")
+    if election == "unclean" and not args.bootstrap_server:
+        raise CommandError("unclean elections go through a broker's admin API: give --bootstrap-server")
     if not (args.preferred or election):
         raise CommandError("Missing required option(s) [election-type]: give --preferred "
                            "(or --election-type preferred)")
@@ -163,13 +172,19 @@ def run(zk: KazooClient, args: argparse.Namespace) -> int:
         else:
             failed.append((tp, f"the leader is still {leader if leader is not None else 'none'}"))
     failed += [(tp, "This server does not host this topic-partition.") for tp in unknown]
+    return report("PREFERRED", moved, already, failed)
+
+
+def report(election: str, moved: list[TopicPartition], already: list[TopicPartition],
+           failed: list[tuple[TopicPartition, str]]) -> int:
+    """kafka-leader-election.sh's report (both modes); CommandError if some partition failed."""
     if moved:
-        print("Successfully completed leader election (PREFERRED) for partitions "
+        print(f"Successfully completed leader election ({election}) for partitions "
               + ", ".join(_name(tp) for tp in moved))
     if already:
         print("Valid replica already elected for partitions " + ", ".join(_name(tp) for tp in already))
     for tp, reason in failed:
-        print(f"Error completing leader election (PREFERRED) for partition: {_name(tp)}: {reason}")
+        print(f"Error completing leader election ({election}) for partition: {_name(tp)}: {reason}")
     if failed:
         raise CommandError(f"{len(failed)} replica(s) could not be elected")
     if not (moved or already):
@@ -182,5 +197,10 @@ def main(argv: list[str]) -> int:
 
     args = build_parser().parse_args(argv)
     check_args(args)
+    if args.bootstrap_server:
+        partitions = (None if args.all_topic_partitions else [(args.topic, args.partition)]
+                      if args.topic is not None else partitions_from_json(args.path_to_json_file))
+        admin_mode = importlib.import_module("odradek.client.leader_election_cli")
+        return int(admin_mode.run(args, (args.election_type or "preferred").strip().lower(), partitions, report))
     with zookeeper_session(args.zookeeper, args.zookeeper_timeout) as zk:
         return run(zk, args)

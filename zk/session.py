@@ -441,6 +441,31 @@ class KafkaZkClient(ZooKeeperClient):
                                  zn.IsrChangeNotificationSequenceZNode.encode(partitions),
                                  sequence=True, makepath=True)
 
+    # ------------------------------------------------------------ log dir event notifications
+
+    def create_log_dir_event_notification(self, broker_id: int) -> str:
+        """Broker side (Kafka's propagateLogDirEvent): one sequential node."""
+        return self.kazoo.create(zn.LogDirEventNotificationSequenceZNode.path,
+                                 zn.LogDirEventNotificationSequenceZNode.encode(broker_id),
+                                 sequence=True, makepath=True)
+
+    def get_log_dir_event_notifications(self, watch: Watch | None = None) -> list[str]:
+        return sorted(self.get_children(zn.LogDirEventNotificationZNode.path, watch))
+
+    def get_broker_ids_from_log_dir_events(self, names: Iterable[str]) -> list[int]:
+        out: list[int] = []
+        for n in names:
+            data, stat = self.get_data(f"{zn.LogDirEventNotificationZNode.path}/{n}")
+            broker = zn.LogDirEventNotificationSequenceZNode.decode(data) if stat is not None else None
+            if broker is not None:
+                out.append(broker)
+        return out
+
+    def delete_log_dir_event_notifications(self, names: Iterable[str], epoch_zk_version: int) -> None:
+        ops = {n: ("delete", f"{zn.LogDirEventNotificationZNode.path}/{n}") for n in names}
+        if ops:
+            self._checked_many(epoch_zk_version, ops)  # NoNode results are fine
+
     def conditional_update_partition_state(self, tp: TopicPartition,
                                            state: LeaderIsrAndControllerEpoch) -> int | None:
         """Broker-side ISR write (no epoch check): new zk_version, or None on version mismatch."""

@@ -4,7 +4,9 @@ Invariant: a name accepted by ``validate_topic_name`` is one Kafka's
 ``Topic.validate`` accepts, and a config accepted by ``validate_topic_config``
 only uses Kafka 2.8's topic config names with values of the right type; every
 rejection is a ``KafkaError`` (INVALID_TOPIC_EXCEPTION / INVALID_CONFIG) whose
-message is one clear line. Pure data and functions: the broker may reuse them.
+message is one clear line. A topic whose znodes would not fit ZooKeeper's ``jute.maxbuffer``
+is refused (``check_partition_count``, ``check_znode_size``) before anything is built or
+written. Pure data and functions: the broker may reuse them.
 """
 from __future__ import annotations
 
@@ -15,6 +17,11 @@ from odradek.protocol.errors import ErrorCode, KafkaError
 
 MAX_NAME_LENGTH = 249
 _LEGAL_NAME = re.compile(r"[a-zA-Z0-9._-]+")
+
+# ZooKeeper's default jute.maxbuffer, the largest znode it accepts; the smallest entry a partition
+# takes in the topic znode is '"0":[1],' (8 bytes), which bounds the partitions a topic can have.
+ZNODE_MAX_BYTES = 0xFFFFF
+MAX_PARTITIONS = ZNODE_MAX_BYTES // 8
 
 GROUP_METADATA_TOPIC_NAME = "__consumer_offsets"
 TRANSACTION_STATE_TOPIC_NAME = "__transaction_state"
@@ -30,14 +37,30 @@ def validate_topic_name(topic: str) -> None:
         raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name is illegal, it can't be empty")
     if topic in (".", ".."):
         raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, 'Topic name cannot be "." or ".."')
-    if len(topic) > MAX_NAME_LENGTH:
+    if len(topic) > MAX_NAME_LENGTH:  # the name cut short: a 32767-char one would not fit the response
         raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION,
                          f"Topic name is illegal, it can't be longer than {MAX_NAME_LENGTH} characters, "
-                         f"topic name: {topic}")
+                         f"topic name: {topic[:MAX_NAME_LENGTH]}... ({len(topic)} characters)")
     if not _LEGAL_NAME.fullmatch(topic):
         raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION,
                          f'Topic name "{topic}" is illegal, it contains a character other than '
                          "ASCII alphanumerics, '.', '_' and '-'")
+
+
+def check_partition_count(count: int) -> None:
+    """Refuse (INVALID_PARTITIONS) a partition count whose topic znode could not fit ZooKeeper's
+    ``jute.maxbuffer``, before any assignment is built (2**31-1 partitions would exhaust memory)."""
+    if count > MAX_PARTITIONS:
+        raise KafkaError(ErrorCode.INVALID_PARTITIONS,
+                         f"Number of partitions {count} is more than a topic znode can hold ({MAX_PARTITIONS}).")
+
+
+def check_znode_size(data: bytes, code: ErrorCode, what: str) -> None:
+    """Refuse (``code``) a znode ZooKeeper would refuse: a write over ``jute.maxbuffer`` makes the
+    server drop the writer's session (the controller's), so it is never sent."""
+    if len(data) > ZNODE_MAX_BYTES:
+        raise KafkaError(code, f"The {what} would take {len(data)} bytes in ZooKeeper, more than "
+                               f"jute.maxbuffer ({ZNODE_MAX_BYTES}).")
 
 
 def is_internal(topic: str) -> bool:

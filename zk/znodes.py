@@ -304,6 +304,30 @@ class LogDirEventNotificationZNode:
     path = "/log_dir_event_notification"
 
 
+class LogDirEventNotificationSequenceZNode:
+    """``log_dir_event_<seq>``: broker ``broker`` lost a log dir (Kafka's LogDirFailureEvent = 1)."""
+    prefix = "log_dir_event_"
+    path = "/log_dir_event_notification/log_dir_event_"
+    LOG_DIR_FAILURE_EVENT = 1
+
+    @staticmethod
+    def encode(broker_id: int) -> bytes:
+        return _dumps({"version": 1, "broker": broker_id,
+                       "event": LogDirEventNotificationSequenceZNode.LOG_DIR_FAILURE_EVENT})
+
+    @staticmethod
+    def decode(data: bytes | None) -> int | None:
+        """The broker id of a log dir failure event (None for another or malformed event)."""
+        try:
+            obj = _loads(data)
+            if obj.get("event", LogDirEventNotificationSequenceZNode.LOG_DIR_FAILURE_EVENT) \
+                    != LogDirEventNotificationSequenceZNode.LOG_DIR_FAILURE_EVENT:
+                return None
+            return int(obj["broker"])
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return None
+
+
 class ProducerIdBlockZNode:
     """/latest_producer_id_block: blocks of 1000 producer ids."""
     path = "/latest_producer_id_block"

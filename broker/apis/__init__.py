@@ -19,12 +19,15 @@ HANDLER_MODULES: tuple[str, ...] = (
     "add_partitions_to_txn", "add_offsets_to_txn", "end_txn",
     # group coordinator APIs
     "find_coordinator", "join_group", "sync_group", "heartbeat", "leave_group", "offset_commit",
-    "offset_fetch", "list_groups", "describe_groups", "delete_groups",
+    "offset_fetch", "list_groups", "describe_groups", "delete_groups", "offset_delete",
     "txn_offset_commit",
     # security
     "sasl_handshake", "sasl_authenticate",
     "describe_user_scram_credentials", "alter_user_scram_credentials",
     "describe_acls", "create_acls", "delete_acls",
+    # admin
+    "describe_cluster", "describe_configs", "elect_leaders", "alter_configs", "incremental_alter_configs",
+    "describe_log_dirs",
 )
 
 HANDLERS: dict[int, ModuleType] = {}

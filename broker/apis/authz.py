@@ -18,7 +18,7 @@ from .context import BrokerContext, RequestContext
 READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE = (AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE,
                                                 AclOperation.DELETE, AclOperation.ALTER, AclOperation.DESCRIBE)
 CLUSTER_ACTION, IDEMPOTENT_WRITE = AclOperation.CLUSTER_ACTION, AclOperation.IDEMPOTENT_WRITE
-DESCRIBE_CONFIGS = AclOperation.DESCRIBE_CONFIGS
+DESCRIBE_CONFIGS, ALTER_CONFIGS = AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS
 TOPIC, GROUP, CLUSTER, TRANSACTIONAL_ID = (ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER,
                                            ResourceType.TRANSACTIONAL_ID)
 

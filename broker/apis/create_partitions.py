@@ -4,11 +4,13 @@ Invariant: only the active controller adds partitions (others: NOT_CONTROLLER pe
 topic), as Kafka's KafkaApis.handleCreatePartitionsRequest + ZkAdminManager do:
 duplicate names → INVALID_REQUEST, topics queued for deletion →
 INVALID_TOPIC_EXCEPTION, then per topic UNKNOWN_TOPIC_OR_PARTITION,
-INVALID_PARTITIONS (count ≤ current), INVALID_REPLICA_ASSIGNMENT (bad manual
-assignment); the topic znode is rewritten through AdminZkClient in a thread
-(``validate_only`` writes nothing). Topics that grew are answered once the
-metadata cache shows every partition with a leader, or REQUEST_TIMED_OUT. With an authorizer,
-Alter on the topic is needed (TOPIC_AUTHORIZATION_FAILED, after the duplicate check).
+INVALID_PARTITIONS (count ≤ current, or more than a topic znode can hold),
+INVALID_REPLICA_ASSIGNMENT (bad manual assignment); a name no topic can have is
+UNKNOWN_TOPIC_OR_PARTITION before it reaches ZooKeeper; the topic znode is rewritten
+through AdminZkClient in a thread (``validate_only`` writes nothing). Topics that grew
+are answered once the metadata cache shows every partition with a leader, or
+REQUEST_TIMED_OUT. With an authorizer, Alter on the topic is needed
+(TOPIC_AUTHORIZATION_FAILED, after the duplicate check).
 """
 from __future__ import annotations
 
@@ -17,7 +19,8 @@ import logging
 from twisted.internet import defer
 
 from odradek.protocol.apis import create_partitions as API
-from odradek.protocol.errors import ErrorCode
+from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.zk import topics as topic_rules
 
 from .authz import ALTER, TOPIC, denied
 from .context import BrokerContext, RequestContext, admin_error, await_leaders
@@ -38,6 +41,15 @@ def handle(ctx: BrokerContext, rc: RequestContext, req):
 
 def _queued_for_deletion(ctx: BrokerContext, topic: str) -> bool:
     return ctx.controller is not None and ctx.controller.is_topic_queued_for_deletion(topic)
+
+
+def _check_name(name: str) -> None:
+    """A name no topic can have ("..", "a/b", 250 characters) names no existing topic: refused
+    before it reaches a ZooKeeper path (kazoo rejects relative ones)."""
+    try:
+        topic_rules.validate_topic_name(name)
+    except KafkaError:
+        raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.") from None
 
 
 async def _handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:
@@ -64,6 +76,7 @@ async def _handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:
         else:
             assignments = None if topic.assignments is None else [list(a.broker_ids) for a in topic.assignments]
             try:
+                _check_name(name)
                 new = await ctx.run_in_thread(admin.create_partitions, name, topic.count, assignments,
                                               bool(req.validate_only))
                 results[name] = _result(name, ErrorCode.NONE)

@@ -3,7 +3,8 @@
 Invariant: only the active controller creates topics (others: NOT_CONTROLLER per
 topic). Each topic is validated as Kafka's ZkAdminManager does (duplicate names →
 INVALID_REQUEST, existing → TOPIC_ALREADY_EXISTS, name, partitions, replication
-factor vs live brokers, manual assignment, configs); znodes are written through
+factor vs live brokers, manual assignment, configs, and znodes that fit ZooKeeper's
+jute.maxbuffer — all before anything is written); znodes are written through
 AdminZkClient in a thread (``validate_only`` writes nothing). Successful topics are
 answered once the metadata cache shows them with leaders, or REQUEST_TIMED_OUT. With an
 authorizer, Create on the Cluster or on the topic is needed (TOPIC_AUTHORIZATION_FAILED).
@@ -18,6 +19,7 @@ from odradek.protocol.apis import create_topics as API
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.zk import assignment as assign
 from odradek.zk import topics as topic_rules
+from odradek.zk.znodes import ConfigEntityZNode, TopicZNode
 
 from .authz import CLUSTER, CREATE, TOPIC, authorize, denied
 from .context import BrokerContext, RequestContext, admin_error, await_leaders
@@ -48,6 +50,7 @@ def plan(ctx: BrokerContext, topic, validate_only: bool) -> tuple[dict[int, list
             raise KafkaError(ErrorCode.INVALID_REQUEST, "Null value not supported for topic configs: " + c.name)
         configs[c.name] = c.value
     topic_rules.validate_topic_config(configs)
+    topic_rules.check_znode_size(ConfigEntityZNode.encode(configs), ErrorCode.INVALID_CONFIG, "topic's config")
     if topic.assignments:
         if topic.num_partitions != -1 or topic.replication_factor != -1:
             raise KafkaError(ErrorCode.INVALID_REQUEST,
@@ -58,6 +61,8 @@ def plan(ctx: BrokerContext, topic, validate_only: bool) -> tuple[dict[int, list
             raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                              "partitions should be a consecutive 0-based integer sequence")
         assign.validate_topic_assignment(assignment)
+        topic_rules.check_znode_size(TopicZNode.encode(assignment), ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                     "replica assignment")
         return assignment, configs
     partitions = topic.num_partitions if topic.num_partitions != -1 else int(ctx.config["num.partitions"])
     rf = topic.replication_factor if topic.replication_factor != -1 else \
@@ -66,7 +71,10 @@ def plan(ctx: BrokerContext, topic, validate_only: bool) -> tuple[dict[int, list
     if rf > len(brokers) and partitions > 0 and rf > 0:
         raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR,
                          f"Replication factor: {rf} larger than available brokers: {len(brokers)}.")
-    return assign.assign_replicas_to_brokers(partitions, rf, brokers), configs
+    topic_rules.check_partition_count(partitions)
+    assignment = assign.assign_replicas_to_brokers(partitions, rf, brokers)
+    topic_rules.check_znode_size(TopicZNode.encode(assignment), ErrorCode.INVALID_PARTITIONS, "replica assignment")
+    return assignment, configs
 
 
 async def _handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:

@@ -8,26 +8,26 @@ otherwise each partition is applied only for a newer leader epoch (followers are
 handed to the replica fetchers, which reach the leaders at the request's
 live_leaders endpoints). A topic's
 config overrides are read once from /config/topics/<t> (in a thread) and cached,
-so logs are created with the topic's LogConfig.
+so logs are created with the topic's LogConfig, never with guessed broker defaults:
+a read that keeps failing (``broker/topic_configs.py``: retried off the reactor
+thread for at most a session timeout) or an invalid stored config fails that topic's
+partitions with UNKNOWN_SERVER_ERROR (as Kafka's request does) and changes nothing
+for them; the next LeaderAndIsr reads ZooKeeper again.
 With an authorizer, the sender needs ClusterAction on the Cluster
 (CLUSTER_AUTHORIZATION_FAILED otherwise, nothing changed).
 """
 from __future__ import annotations
-
-import logging
 
 from twisted.internet import defer
 
 from odradek.protocol.apis import leader_and_isr as API
 from odradek.protocol.errors import ErrorCode
 
-from ..config.kafka_config import ConfigError, LogConfig
 from ..metadata_cache import PartitionMetadata
+from ..topic_configs import fetch_topic_configs
 from .authz import CLUSTER, CLUSTER_ACTION, authorize
 from .context import BrokerContext, RequestContext
 from .controller_common import from_the_controller
-
-log = logging.getLogger(__name__)
 
 MIN_VERSION = 0
 MAX_VERSION = 5
@@ -48,28 +48,6 @@ def partition_states(req, version: int) -> list[tuple[PartitionMetadata, object]
     return out
 
 
-async def load_log_configs(ctx: BrokerContext, topics: set[str]) -> dict[str, LogConfig]:
-    """LogConfig per topic: broker defaults + the topic's ZooKeeper overrides (cached)."""
-    missing = [t for t in topics if t not in ctx.topic_configs]
-    zk = ctx.zk
-    if missing and zk is not None:
-        def read_all() -> dict[str, dict[str, str]]:
-            return {t: zk.get_entity_config("topics", t) for t in missing}
-        try:
-            ctx.topic_configs.update(await ctx.run_in_thread(read_all))
-        except Exception:
-            log.exception("reading topic configs from ZooKeeper failed; using broker defaults")
-    out = {}
-    for t in topics:
-        overrides = ctx.topic_configs.get(t, {})
-        try:
-            out[t] = LogConfig.from_broker(ctx.config, overrides)
-        except ConfigError as e:
-            log.error("topic %s has an invalid config (%s); using broker defaults", t, e)
-            out[t] = LogConfig.from_broker(ctx.config, {})
-    return out
-
-
 def handle(ctx: BrokerContext, rc: RequestContext, req):
     if not authorize(ctx, rc, CLUSTER_ACTION, CLUSTER):
         return error_response(req, rc.api_version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
@@ -81,11 +59,16 @@ def handle(ctx: BrokerContext, rc: RequestContext, req):
 async def _handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:
     version = rc.api_version
     states = partition_states(req, version)
-    configs = await load_log_configs(ctx, {s.topic for s, _ in states})
+    configs, unavailable = await fetch_topic_configs(ctx.zk, ctx.config, ctx.scheduler, ctx.run_in_thread,
+                                                     ctx.topic_configs, {s.topic for s, _ in states})
     for leader in req.live_leaders:  # where the replica fetchers find the leaders
         ctx.replica_manager.leader_endpoints[leader.broker_id] = (leader.host_name, leader.port)
-    top, errors = ctx.replica_manager.become_leader_or_follower(req.controller_epoch, [s for s, _ in states],
-                                                                 configs)
+    top, errors = ctx.replica_manager.become_leader_or_follower(
+        req.controller_epoch, [s for s, _ in states if s.topic not in unavailable], configs)
+    if top == ErrorCode.NONE:
+        for s, _ in states:
+            if s.topic in unavailable:
+                errors[(s.topic, s.partition)] = ErrorCode.UNKNOWN_SERVER_ERROR
     return _response(version, top, states, errors)
 
 

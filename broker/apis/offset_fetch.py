@@ -1,10 +1,12 @@
-"""OffsetFetch (key 9, v0-5): read a group's committed offsets.
+"""OffsetFetch (key 9, v0-7): read a group's committed offsets.
 
 Invariant: answered at once by the GroupCoordinator; unknown partitions get offset -1
 and no error. v2+ may ask for every committed partition (``topics`` null) and carry
 the group-level error in the top-level field; v0-1 have no such field, so the group
 error (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS...) is copied into every requested
-partition. v5+ return the committed leader epoch.
+partition. v5+ return the committed leader epoch. v7's ``require_stable`` answers
+UNSTABLE_OFFSET_COMMIT for a partition with a transactional offset commit still pending
+(KIP-447: a consumer that starts right after a transactional producer's commit waits for it).
 With an authorizer: Describe on the group (else GROUP_AUTHORIZATION_FAILED); a requested topic
 without Describe answers TOPIC_AUTHORIZATION_FAILED for its partitions, and "all committed"
 leaves such topics out.
@@ -19,7 +21,7 @@ from .context import BrokerContext, RequestContext
 from .group_common import coordinator
 
 MIN_VERSION = 0
-MAX_VERSION = 5
+MAX_VERSION = 7
 
 
 def _requested(req) -> list[tuple[str, int]] | None:
@@ -51,7 +53,8 @@ def handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:
     requested = _requested(req)
     refused = denied(ctx, rc, DESCRIBE, TOPIC, (t.name for t in req.topics or ()))
     result = coord.handle_fetch_offsets(req.group_id, None if requested is None else
-                                        [tp for tp in requested if tp[0] not in refused])
+                                        [tp for tp in requested if tp[0] not in refused],
+                                        require_stable=bool(getattr(req, "require_stable", False)))
     if result.error_code != ErrorCode.NONE:
         return error_response(req, version, result.error_code)
     if requested is None:

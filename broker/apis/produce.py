@@ -1,4 +1,4 @@
-"""Produce (key 0, v0-8): append each partition's record batch on its leader.
+"""Produce (key 0, v0-9): append each partition's record batch on its leader.
 
 Invariant: the records stay opaque (the log validates batch headers and CRCs and
 appends them as received, or leaves the partition untouched on error). v0-2
@@ -27,7 +27,7 @@ from .authz import CLUSTER, IDEMPOTENT_WRITE, TOPIC, TRANSACTIONAL_ID, WRITE, au
 from .context import BrokerContext, CloseConnection, RequestContext, respond_when
 
 MIN_VERSION = 0
-MAX_VERSION = 8
+MAX_VERSION = 9
 PRODUCER_ID_AT = 43   # the producerId's first byte in a v2 batch header
 
 

@@ -517,7 +517,7 @@ TOPIC_CONFIG: dict[str, ConfigKey] = _table([
 TOPIC_CONFIG_NAMES: frozenset[str] = frozenset(TOPIC_CONFIG)
 
 # topic config -> the broker key (or derived KafkaConfig property) giving its default
-_BROKER_SYNONYM: dict[str, str | Callable[[KafkaConfig], Any]] = {
+BROKER_SYNONYM: dict[str, str | Callable[[KafkaConfig], Any]] = {
     "segment.ms": lambda c: c.roll_ms, "segment.jitter.ms": lambda c: c.roll_jitter_ms,
     "flush.ms": lambda c: c.flush_ms, "retention.ms": lambda c: c.retention_ms,
     "segment.index.bytes": "log.index.size.max.bytes", "flush.messages": "log.flush.interval.messages",
@@ -555,7 +555,7 @@ class LogConfig(_TypedValues):
     @classmethod
     def from_broker(cls, config: KafkaConfig, overrides: Mapping[str, Any] | None = None) -> "LogConfig":
         defaults = {}
-        for name, syn in _BROKER_SYNONYM.items():
+        for name, syn in BROKER_SYNONYM.items():
             defaults[name] = syn(config) if callable(syn) else config[syn]
         return cls(overrides, defaults)
 

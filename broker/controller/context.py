@@ -3,7 +3,10 @@
 Invariant: filled by ``onControllerFailover`` from ZooKeeper and changed only by
 the controller's single event loop; ``leadership`` holds the last state znode
 content we read or wrote (with its zk_version), ``partition_states`` and
-``replica_states`` the state machines' current states. Plain data, no I/O.
+``replica_states`` the state machines' current states. A replica is online when its
+broker is live and the broker did not answer KAFKA_STORAGE_ERROR for it in a LeaderAndIsr
+since it registered (``replicas_on_offline_dirs``, Kafka's ``replicasOnOfflineDirs``).
+Plain data, no I/O.
 """
 from __future__ import annotations
 
@@ -32,6 +35,7 @@ class ControllerContext:
     topics_to_delete: set[str] = field(default_factory=set)
     topics_ineligible_for_deletion: set[str] = field(default_factory=set)
     topics_with_deletion_started: set[str] = field(default_factory=set)
+    replicas_on_offline_dirs: dict[int, set[TopicPartition]] = field(default_factory=dict)
 
     # ------------------------------------------------------------ brokers
 
@@ -49,7 +53,11 @@ class ControllerContext:
     def is_replica_online(self, broker_id: int, tp: TopicPartition,
                           include_shutting_down: bool = False) -> bool:
         ids = self.live_or_shutting_down_broker_ids() if include_shutting_down else self.live_broker_ids()
-        return broker_id in ids
+        return broker_id in ids and tp not in self.replicas_on_offline_dirs.get(broker_id, ())
+
+    def online_replicas(self, tp: TopicPartition, include_shutting_down: bool = False) -> set[int]:
+        """The brokers that could lead ``tp`` now (live, its replica not on an offline log dir)."""
+        return {b for b in self.replicas(tp) if self.is_replica_online(b, tp, include_shutting_down)}
 
     # ------------------------------------------------------------ topics and assignment
 
@@ -76,8 +84,7 @@ class ControllerContext:
         return [(tp, b) for tp in partitions for b in self.replicas(tp)]
 
     def offline_replicas(self, tp: TopicPartition) -> list[int]:
-        live = self.live_or_shutting_down_broker_ids()
-        return [b for b in self.replicas(tp) if b not in live]
+        return [b for b in self.replicas(tp) if not self.is_replica_online(b, tp, include_shutting_down=True)]
 
     def remove_topic(self, topic: str) -> None:
         for tp in self.partitions_for_topic(topic):

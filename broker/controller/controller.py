@@ -31,7 +31,8 @@ from .backend import ThreadedZkBackend
 from .channel_manager import ControllerChannelManager
 from .context import ControllerContext
 from .core import ControllerCore
-from .request_batch import STOP_REPLICA, OutRequest
+from .log_dir_failure import partition_errors
+from .request_batch import LEADER_AND_ISR, STOP_REPLICA, OutRequest
 
 log = logging.getLogger(__name__)
 
@@ -120,20 +121,35 @@ class KafkaController:
 
     async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> list[tuple[str, int]]:
         """Move leadership off ``broker_id``; the partitions it still leads (empty when done)."""
+        return await self._requested("ControlledShutdown", lambda: self.core.controlled_shutdown(broker_id, broker_epoch))
+
+    async def elect_leaders(self, partitions: list[tuple[str, int]] | None, unclean: bool
+                            ) -> dict[tuple[str, int], tuple[ErrorCode, str | None, int]]:
+        """ElectLeaders from an admin (``ControllerCore.elect_leaders``), on the event queue."""
+        return await self._requested("ReplicaLeaderElection", lambda: self.core.elect_leaders(partitions, unclean))
+
+    def topic_unclean_leader_election_enabled(self, topic: str) -> None:
+        """unclean.leader.election.enable became true for ``topic``: elect leaders for its offline
+        partitions now (Kafka's TopicUncleanLeaderElectionEnable event)."""
+        self._enqueue("TopicUncleanLeaderElectionEnable",
+                      lambda: self.core.psm.trigger_online_partition_state_change(topic), True)
+
+    async def _requested(self, name: str, fn: Callable[[], Awaitable[Any]]) -> Any:
+        """Run a request's controller work on the event queue (NOT_CONTROLLER unless active); its result."""
         result: defer.Deferred = defer.Deferred()
 
         async def run() -> None:
             try:
                 if not self._active:
                     raise KafkaError(ErrorCode.NOT_CONTROLLER, f"broker {self.broker_id} is not the controller")
-                result.callback(await self.core.controlled_shutdown(broker_id, broker_epoch))
+                result.callback(await fn())
             except BaseException as exc:
                 result.errback(exc)
                 if isinstance(exc, ControllerMovedError):
                     raise
         if self._stopped:
             raise KafkaError(ErrorCode.NOT_CONTROLLER, "controller is shutting down")
-        self._enqueue("ControlledShutdown", run)
+        self._enqueue(name, run)
         return await result
 
     # ------------------------------------------------------------ watches (kazoo threads)
@@ -155,6 +171,9 @@ class KafkaController:
 
     def isr_change(self) -> None:
         self._from_thread("IsrChangeNotification", self.core.on_isr_change_notification, True)
+
+    def log_dir_event(self) -> None:
+        self._from_thread("LogDirEventNotification", self.core.on_log_dir_event_notification, True)
 
     def preferred_replica_election(self) -> None:
         self._from_thread("PreferredReplicaElection", self.core.on_preferred_replica_election_znode, True)
@@ -320,6 +339,11 @@ class KafkaController:
         if code:
             log.warning("controller %d: %s to broker %d answered %s", self.broker_id, req.api,
                         req.broker_id, ErrorCode(code).name if code in ErrorCode._value2member_map_ else code)
+        if req.api == LEADER_AND_ISR and not code:
+            codes = partition_errors(req.version, req.body, body)
+            if ErrorCode.KAFKA_STORAGE_ERROR in codes.values() or self.ctx.replicas_on_offline_dirs.get(req.broker_id):
+                self._enqueue("LeaderAndIsrResponseReceived",
+                              lambda: self.core.on_leader_and_isr_response(req.broker_id, codes), True)
         if req.api == STOP_REPLICA and req.deleted_partitions:
             errors = None if code else {(e.topic_name, e.partition_index): e.error_code
                                         for e in (getattr(body, "partition_errors", None) or [])}

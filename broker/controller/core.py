@@ -4,8 +4,8 @@ Invariant: sans-IO apart from the two boundaries it is given — a
 ``ControllerZkBackend`` (async, epoch-fenced) and a ``Channels`` sink for
 requests and broker connections — so every decision (failover, broker
 startup/failure/bounce, new topics and partitions, deletion, ISR change
-notifications, controlled shutdown, preferred elections and the auto leader
-rebalance) is testable with in-memory fakes. Handlers
+notifications, log dir failures (``log_dir_failure``), controlled shutdown, preferred
+elections and the auto leader rebalance) is testable with in-memory fakes. Handlers
 run one at a time (the shell's event queue guarantees it).
 """
 from __future__ import annotations
@@ -20,6 +20,7 @@ from .backend import ControllerZkBackend
 from .context import ControllerContext, PartitionReplica, TopicPartition
 from . import rebalance
 from .election import ElectionResult
+from .log_dir_failure import LogDirFailureEvents
 from .partition_state_machine import PartitionStateMachine, Strategy
 from .replica_state_machine import ReplicaStateMachine
 from .request_batch import ControllerRequestBatch, OutRequest
@@ -49,6 +50,8 @@ class ControllerCore:
         self.rsm = ReplicaStateMachine(self.ctx, zk, self.batch, send)
         self.deletion = TopicDeletionManager(self.ctx, zk, self.batch, send, self.psm, self.rsm,
                                              delete_topic_enable)
+        self.log_dirs = LogDirFailureEvents(self.ctx, zk, self.rsm,  # type: ignore[arg-type]
+                                            self.on_replicas_become_offline)
 
     def _send_update_metadata(self, brokers: Iterable[int], partitions: Iterable[TopicPartition]) -> None:
         self.batch.new_batch()
@@ -64,6 +67,8 @@ class ControllerCore:
         names = await self.zk.get_isr_change_notifications()
         if names:
             await self.zk.delete_isr_change_notifications(names)
+        if hasattr(self.zk, "get_log_dir_event_notifications"):   # (core test fakes may omit it)
+            await self.log_dirs.on_failover()
         ctx.live_brokers = await self.zk.get_all_brokers()
         for info in ctx.live_brokers.values():
             self.channels.add_broker(info)
@@ -98,6 +103,7 @@ class ControllerCore:
         bounced = sorted(b for b in set(current) & known if current[b].epoch > ctx.broker_epoch(b))
         log.info("controller %d: broker change: new %s dead %s bounced %s", self.controller_id,
                  new, dead, bounced)
+        self.log_dirs.forget_brokers(new + dead + bounced)
         for b in new:
             ctx.live_brokers[b] = current[b]
             self.channels.add_broker(current[b])
@@ -139,9 +145,9 @@ class ControllerCore:
         ctx = self.ctx
         for_deletion = [pr for pr in replicas if ctx.is_topic_queued_for_deletion(pr[0][0])]
         others = [pr for pr in replicas if not ctx.is_topic_queued_for_deletion(pr[0][0])]
-        live = ctx.live_or_shutting_down_broker_ids()
         offline_leader = [tp for tp, st in sorted(ctx.leadership.items())
-                          if st.leader not in live and not ctx.is_topic_queued_for_deletion(tp[0])
+                          if not ctx.is_replica_online(st.leader, tp, include_shutting_down=True)
+                          and not ctx.is_topic_queued_for_deletion(tp[0])
                           and ctx.partition_state(tp) is not PartitionState.OFFLINE]
         await self.psm.handle_state_changes(offline_leader, PartitionState.OFFLINE)
         await self.psm.trigger_online_partition_state_change()
@@ -203,6 +209,12 @@ class ControllerCore:
         if queued:
             log.info("controller %d: topics queued for deletion %s", self.controller_id, sorted(queued))
             await self.deletion.enqueue_topics_for_deletion(queued)
+
+    async def on_log_dir_event_notification(self) -> None:
+        await self.log_dirs.on_notification()
+
+    async def on_leader_and_isr_response(self, broker_id: int, errors: dict[TopicPartition, int]) -> None:
+        await self.log_dirs.on_leader_and_isr_response(broker_id, errors)
 
     async def on_stop_replica_response(self, broker_id: int, deleted: list[TopicPartition],
                                        errors: dict[TopicPartition, int] | None) -> None:
@@ -277,6 +289,44 @@ class ControllerCore:
         if parts:
             log.info("controller %d: preferred replica election for %s", self.controller_id, parts)
         return await self.psm.handle_state_changes(parts, PartitionState.ONLINE, Strategy.PREFERRED)
+
+    async def elect_leaders(self, partitions: Iterable[TopicPartition] | None, unclean: bool
+                            ) -> dict[TopicPartition, tuple[ErrorCode, str | None, int]]:
+        """An admin's ElectLeaders (Kafka's processReplicaLeaderElection, AdminClientTriggered):
+        per partition (NONE, None, the new leader) for an election made, or the error and its
+        message: ELECTION_NOT_NEEDED when the preferred replica leads already (preferred) or the
+        leader is live (unclean), PREFERRED_LEADER_NOT_AVAILABLE / ELIGIBLE_LEADERS_NOT_AVAILABLE
+        when no leader could be elected, INVALID_TOPIC_EXCEPTION for a topic being deleted,
+        UNKNOWN_TOPIC_OR_PARTITION. ``partitions`` None: every partition."""
+        ctx = self.ctx
+        live = ctx.live_broker_ids()
+        out: dict[TopicPartition, tuple[ErrorCode, str | None, int]] = {}
+        electable = []
+        for tp in dict.fromkeys(ctx.all_partitions() if partitions is None else partitions):
+            if tp not in ctx.leadership or not ctx.replicas(tp):
+                out[tp] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist.", -1)
+            elif ctx.is_topic_queued_for_deletion(tp[0]):
+                out[tp] = (ErrorCode.INVALID_TOPIC_EXCEPTION, "The topic is being deleted", -1)
+            else:
+                leader = ctx.leadership[tp].leader
+                needed = (leader < 0 or leader not in live) if unclean else leader != ctx.replicas(tp)[0]
+                if needed:
+                    electable.append(tp)
+                else:
+                    out[tp] = (ErrorCode.ELECTION_NOT_NEEDED, None, -1)
+        if electable:
+            log.info("controller %d: %s leader election for %s", self.controller_id,
+                     "unclean" if unclean else "preferred", electable)
+            results = await self.psm.handle_state_changes(
+                electable, PartitionState.ONLINE, Strategy.OFFLINE_ALLOW_UNCLEAN if unclean else Strategy.PREFERRED)
+            for tp in electable:
+                r = results.get(tp)
+                if isinstance(r, ElectionResult) and r.leader is not None:
+                    out[tp] = (ErrorCode.NONE, None, r.leader)
+                else:
+                    code = ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE if unclean else ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+                    out[tp] = (code, str(r) if r is not None else f"no leader elected for {tp[0]}-{tp[1]}", -1)
+        return out
 
     async def on_preferred_replica_election_znode(self) -> None:
         """/admin/preferred_replica_election appeared (or was pending at failover): elect, delete it."""

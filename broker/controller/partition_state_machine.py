@@ -182,13 +182,13 @@ class PartitionStateMachine:
                     f"state of {tp} was written by a newer controller (epoch {st.controller_epoch})")
             else:
                 valid[tp] = st
-        live = self.ctx.live_broker_ids()
-        live_or_sd = self.ctx.live_or_shutting_down_broker_ids()
         updates: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
         recipients: dict[TopicPartition, list[int]] = {}
         elected: dict[TopicPartition, ElectionResult] = {}
         for tp, st in valid.items():
             assignment = self.ctx.replicas(tp)
+            live = self.ctx.online_replicas(tp)   # replicas on an offline log dir cannot lead
+            live_or_sd = self.ctx.online_replicas(tp, include_shutting_down=True)
             if strategy in (Strategy.OFFLINE, Strategy.OFFLINE_ALLOW_UNCLEAN):
                 unclean = False
                 if not [b for b in st.isr if b in live]:

@@ -141,14 +141,13 @@ class ControllerRequestBatch:
         if st is None:
             return None
         replicas = self.ctx.replicas(tp)
-        live = self.ctx.live_broker_ids()
         leader, leader_epoch, zk_version = st.leader, st.leader_epoch, st.zk_version
         if self.ctx.is_topic_queued_for_deletion(tp[0]):
             leader, leader_epoch, zk_version = LEADER_DURING_DELETE, 0, 0
         return {"topic_name": tp[0], "partition_index": tp[1], "controller_epoch": st.controller_epoch,
                 "leader": leader, "leader_epoch": leader_epoch, "isr": list(st.isr),
                 "zk_version": zk_version, "replicas": list(replicas),
-                "offline_replicas": [b for b in replicas if b not in live]}
+                "offline_replicas": [b for b in replicas if not self.ctx.is_replica_online(b, tp)]}
 
     def _leader_and_isr_body(self, broker_id: int,
                              entries: dict[TopicPartition, _LeaderAndIsrEntry]) -> dict[str, Any]:

@@ -37,7 +37,7 @@ S = GroupState
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
 UNKNOWN_MEMBER_ID = ""
 # APIs that refuse an empty group id (commit/fetch/describe/delete accept "")
-_NON_EMPTY_ID_APIS = {"join", "sync", "heartbeat", "leave", "txn_commit"}
+_NON_EMPTY_ID_APIS = {"join", "sync", "heartbeat", "leave", "txn_commit", "offset_delete"}
 
 
 @dataclass

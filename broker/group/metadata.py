@@ -416,13 +416,26 @@ class GroupMetadata:
         return set(self.pending_txn_offsets)
 
     def remove_all_offsets(self) -> dict[TopicPartition, OffsetAndMetadata]:
-        removed, self.offsets = self.offsets, {}
-        self.offset_positions = {}
-        for tp in removed:
+        return self.remove_offsets(list(self.offsets))
+
+    def remove_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, OffsetAndMetadata]:
+        """Forget the committed (and pending) offsets of ``partitions``; the committed ones removed."""
+        removed = {}
+        for tp in partitions:
+            if tp in self.offsets:
+                removed[tp] = self.offsets.pop(tp)
+            self.offset_positions.pop(tp, None)
             self.pending_offset_commits.pop(tp, None)
             for pending in self.pending_txn_offsets.values():
                 pending.pop(tp, None)
         return removed
+
+    def is_consumer_group(self) -> bool:
+        return self.protocol_type == assignment_protocol.PROTOCOL_TYPE
+
+    def is_subscribed_to(self, topic: str) -> bool:
+        """Kafka's isSubscribedToTopic: a consumer group whose members' subscriptions name ``topic``."""
+        return self.subscribed_topics is not None and topic in self.subscribed_topics
 
     def remove_expired_offsets(self, now_ms: int,
                                retention_ms: int) -> dict[TopicPartition, OffsetAndMetadata]:

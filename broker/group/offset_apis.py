@@ -64,7 +64,8 @@ class OffsetApis:
                 return all_(E.REBALANCE_IN_PROGRESS)
             self._schedule_heartbeat(group, group.get(member_id))
         now = self.timer.now_ms()
-        expire = now + retention_time_ms if retention_time_ms != -1 else -1
+        # a retention near 2**63 ms means "never": kept within the record's int64 (it overflowed)
+        expire = min(now + retention_time_ms, 2**63 - 1) if retention_time_ms != -1 else -1
         values = {tp: OffsetAndMetadata(
             offset=c.offset, metadata=c.metadata if c.metadata is not None else "",
             commit_timestamp=c.commit_timestamp if c.commit_timestamp != -1 else now,
@@ -107,6 +108,34 @@ class OffsetApis:
                 self.manager.append(partition, records)
             errors.update({g.group_id: E.NONE for g in eligible})
         return errors
+
+    def handle_delete_offsets(self, group_id: str, partitions: list[TopicPartition]
+                              ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+        """OffsetDelete v0 (Kafka's handleDeleteOffsets): an Empty group loses the offsets of
+        ``partitions``; a consumer group with members only those of topics none of its members
+        subscribes to (GROUP_SUBSCRIBED_TO_TOPIC for the rest); any other group with members is
+        NON_EMPTY_GROUP. Tombstones are appended without waiting, as for DeleteGroups. With a
+        group error the partition map is empty."""
+        error = self._validate(group_id, "offset_delete")
+        if error is not None:
+            return error, {}
+        group = self.manager.get_group(group_id)
+        if group is None or group.is_(S.DEAD):
+            return (E.GROUP_ID_NOT_FOUND if self.manager.group_not_exists(group_id) else E.NOT_COORDINATOR), {}
+        errors: dict[TopicPartition, ErrorCode] = {}
+        if group.is_(S.EMPTY):
+            eligible = partitions
+        elif group.is_consumer_group():
+            eligible = [tp for tp in partitions if not group.is_subscribed_to(tp[0])]
+            errors = {tp: E.GROUP_SUBSCRIBED_TO_TOPIC for tp in partitions if group.is_subscribed_to(tp[0])}
+        else:
+            return E.NON_EMPTY_GROUP, {}
+        if eligible:
+            tombstones = self.manager.cleanup_group_metadata([group], lambda g: g.remove_offsets(eligible))
+            for partition, records in tombstones.items():
+                self.manager.append(partition, records)
+            errors.update({tp: E.NONE for tp in eligible})
+        return E.NONE, errors
 
     def expire_offsets(self, now_ms: int | None = None) -> dict[int, bytes]:
         """Expire offsets and dead groups; returns {partition: tombstone batch} to append."""

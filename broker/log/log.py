@@ -5,10 +5,10 @@ Invariants:
   the active segment and the only one appended to;
 - ``log_start_offset ≤ log_end_offset``; offsets are assigned from the LEO and are
   never reused, even after retention deletes every segment;
-- an append validates every batch (header, sizes, CRC32C) before writing a byte,
-  so a rejected append leaves the log byte-identical; batches are rewritten only
-  in their header (baseOffset, partitionLeaderEpoch, LogAppendTime + CRC) and
-  records are never decoded;
+- an append validates every batch (``validator``: header, sizes, CRC32C, codec, the
+  records it holds) before writing a byte, so a rejected append leaves the log and
+  the producer state untouched; batches are rewritten only in their header
+  (baseOffset, partitionLeaderEpoch, LogAppendTime + CRC);
 - after construction the files hold only complete valid batches: an unclean
   shutdown is recovered from the recovery point (``Log.loadSegments``/``recoverLog``);
 - producer state, markers, the txn index and the LSO follow the log (``log_txn``): a
@@ -34,9 +34,8 @@ from typing import Callable, NamedTuple
 from odradek.protocol import record_batch as rb
 from odradek.protocol.control_records import parse_control_record
 from odradek.protocol.errors import ErrorCode, KafkaError
-from odradek.protocol.records import records_have_null_keys
 
-from ..config.kafka_config import LONG_MAX, LogConfig
+from ..config.kafka_config import LogConfig
 from .producer_state import DEFAULT_EXPIRATION_MS, ORIGIN_CLIENT, ORIGIN_COORDINATOR, ProducerStateManager
 from .checkpoint import CLEAN_SHUTDOWN_FILE
 from .epoch_cache import LEADER_EPOCH_CHECKPOINT, LeaderEpochFileCache
@@ -46,6 +45,7 @@ from .segment import (DELETED_SUFFIX, INDEX_SUFFIX, INT32_MAX, LOG_SUFFIX, TIME_
 from .log_retention import LogRetention
 from .log_txn import TransactionalLog
 from .txn_index import TXN_INDEX_SUFFIX, write_index_file
+from .validator import LeaderChecks, validate_leader, validate_replicated
 
 logger = logging.getLogger(__name__)
 
@@ -89,7 +89,9 @@ class Log(LogRetention, TransactionalLog):
                  producer_id_expiration_ms: int = DEFAULT_EXPIRATION_MS) -> None:
         self.dir = dir
         self.topic, self.partition = parse_topic_partition(dir)
+        self._name = f"{self.topic}-{self.partition}"
         self.config = config
+        self._leader_checks = (config, LeaderChecks.of(config))
         self._time = time
         os.makedirs(dir, exist_ok=True)
         if had_clean_shutdown is None:
@@ -234,55 +236,30 @@ class Log(LogRetention, TransactionalLog):
         return self.leader_epoch_cache.end_offset_for(leader_epoch, self.log_end_offset)
 
     # ---------------------------------------------------------------- append
-    def _validate(self, records: bytes | bytearray, max_size: int | None,
-                  check_count: bool = True) -> list[tuple[int, rb.BatchHeader]]:
-        """Headers of every batch in ``records``; raises KafkaError before anything is written."""
-        n = len(records)
-        if n == 0:
-            raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "empty records")
-        batches = []
-        pos = 0
-        validate = rb.validate
-        while pos < n:
-            h = validate(records, pos, max_size)
-            if check_count and h.records_count != h.last_offset_delta + 1:
-                raise KafkaError(ErrorCode.INVALID_RECORD, "record count does not match the offset delta")
-            batches.append((pos, h))
-            pos += h.size
-        return batches
-
     def append_as_leader(self, records: bytes | bytearray, leader_epoch: int,
                          origin: str = ORIGIN_CLIENT) -> LogAppendInfo:
-        """Validate (batches, then producer state), assign offsets from the LEO, stamp the epoch
-        (and LogAppendTime), append. A duplicate idempotent batch is not appended: its original
-        offsets come back. Control batches only from the coordinator (``origin``); a client's
-        records are one batch, with a key on every record of a compacted log (INVALID_RECORD)."""
+        """Validate (``validator.validate_leader``, then producer state), assign offsets from the
+        LEO, stamp the epoch (and LogAppendTime), append. A duplicate idempotent batch is not
+        appended: its original offsets come back. Control batches only from the coordinator
+        (``origin``); a client's records are one batch, with a key on every record of a
+        compacted log (INVALID_RECORD)."""
         config = self.config
         buf = bytearray(records)
-        batches = self._validate(buf, config["max.message.bytes"])
-        if origin == ORIGIN_CLIENT:
-            if len(batches) != 1:
-                raise KafkaError(ErrorCode.INVALID_RECORD, "a produce request carries exactly one batch per partition")
-            if config.compact and records_have_null_keys(buf):
-                raise KafkaError(ErrorCode.INVALID_RECORD, "compacted topic: every record needs a key")
         now = self._now_ms()
-        ts_max_diff = config["message.timestamp.difference.max.ms"]
         log_append_time = config.log_append_time
+        cached = self._leader_checks
+        if cached[0] is not config:   # one LeaderChecks per config object, not per append
+            cached = self._leader_checks = (config, LeaderChecks.of(config))
+        batches = validate_leader(buf, cached[1], now, origin == ORIGIN_CLIENT, self._name)
         state = self.producer_state
         markers: dict[int, tuple[bool, int]] = {}
         for pos, h in batches:
             if h.is_control:
-                if origin != ORIGIN_COORDINATOR or h.producer_id < 0:
+                if origin != ORIGIN_COORDINATOR:
                     raise KafkaError(ErrorCode.INVALID_RECORD, "clients may not write control batches")
                 markers[pos] = marker = parse_control_record(buf, pos)
                 state.check_marker(h.producer_id, h.producer_epoch, marker[1])
-            elif ts_max_diff != LONG_MAX and not log_append_time and (
-                    abs(h.base_timestamp - now) > ts_max_diff or abs(h.max_timestamp - now) > ts_max_diff):
-                raise KafkaError(ErrorCode.INVALID_TIMESTAMP, "timestamp out of the acceptable range")
             else:
-                if origin == ORIGIN_CLIENT and h.producer_id >= 0 and h.base_sequence < 0:
-                    raise KafkaError(ErrorCode.INVALID_RECORD,
-                                     f"invalid sequence {h.base_sequence} for producer {h.producer_id}")
                 dup = state.check(h, origin)
                 if dup is not None:
                     return LogAppendInfo(dup.first_offset, dup.last_offset, dup.log_append_time,
@@ -311,7 +288,8 @@ class Log(LogRetention, TransactionalLog):
         """Append the leader's batches as they are (offsets and epochs kept)."""
         if not records:
             return LogAppendInfo(-1, -1, -1, self.log_start_offset)
-        batches = self._validate(records, None, check_count=False)  # compacted batches have gaps
+        # offsets as the leader set them: compacted batches have gaps
+        batches = validate_replicated(records, self._name)
         leo = self.log_end_offset
         first = batches[0][1].base_offset
         if first < leo:

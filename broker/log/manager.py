@@ -5,7 +5,12 @@ Invariants:
 - ``.kafka_cleanshutdown`` exists in a log dir only between ``shutdown()`` and the
   next load: it is removed as soon as the logs are loaded, so a later crash is
   seen as unclean and the logs are recovered from their checkpointed recovery points;
-- checkpoint files name only partitions present in their log dir.
+- checkpoint files name only partitions present in their log dir;
+- an I/O error under a log dir (loading, creating a log, retention, any checkpoint)
+  goes to the ``LogDirFailureChannel``: the dir is offline until restart, its logs are
+  closed and forgotten (``handle_log_dir_failure``), nothing is written there again, and
+  new logs go only to live dirs. With every dir offline the broker must stop
+  (``LogDirError`` at load; ``all_offline`` afterwards).
 All methods are short blocking file operations (called from the reactor thread).
 """
 from __future__ import annotations
@@ -16,7 +21,9 @@ import os
 import shutil
 import time as _time
 import uuid
-from typing import Callable, Mapping
+from typing import Callable, ContextManager, Mapping
+
+from odradek.protocol.errors import KafkaError
 
 from ..config.kafka_config import KafkaConfig, LogConfig
 from .checkpoint import (CLEAN_SHUTDOWN_FILE, HIGH_WATERMARK_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
@@ -24,6 +31,7 @@ from .checkpoint import (CLEAN_SHUTDOWN_FILE, HIGH_WATERMARK_CHECKPOINT, LOG_STA
                          OffsetCheckpointFile, read_properties, write_properties)
 from .producer_state import DEFAULT_EXPIRATION_MS
 from .log import Log, parse_topic_partition
+from .log_dir_failure import LogDirFailureChannel, storage_error
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +51,8 @@ class LogManager:
     def __init__(self, log_dirs: list[str] | str, config: KafkaConfig,
                  time: Callable[[], float] = _time.time, *, broker_id: int | None = None,
                  cluster_id: str | None = None,
-                 topic_config: Callable[[str], LogConfig] | None = None) -> None:
+                 topic_config: Callable[[str], LogConfig] | None = None,
+                 failure_channel: LogDirFailureChannel | None = None) -> None:
         if isinstance(log_dirs, str):
             log_dirs = [d for d in log_dirs.split(",") if d.strip()]
         self.log_dirs = [os.path.abspath(d.strip()) for d in log_dirs]
@@ -56,19 +65,72 @@ class LogManager:
         self._log_dir_of: dict[TopicPartition, str] = {}
         self._locks: dict[str, int] = {}
         self._closed = False
+        self.failure_channel = failure_channel or LogDirFailureChannel()
         try:
             for d in self.log_dirs:
-                os.makedirs(d, exist_ok=True)
-                self._lock(d)
+                try:
+                    os.makedirs(d, exist_ok=True)
+                    self._lock(d)
+                except OSError as e:   # Kafka's createAndValidateLogDirs: this dir starts offline
+                    self.failure_channel.maybe_add_offline_log_dir(d, "cannot create or lock the log dir", e)
+            self._require_live_dirs()
             if broker_id is not None or cluster_id is not None:
                 self.check_and_write_meta_properties(broker_id, cluster_id)
-            for d in self.log_dirs:
-                self._load_dir(d)
+            for d in self.live_log_dirs:
+                try:
+                    self._load_dir(d)
+                except OSError as e:
+                    self.failure_channel.maybe_add_offline_log_dir(d, "loading the logs failed", e)
+                    self.handle_log_dir_failure(d)
+            self._require_live_dirs()
         except BaseException:
             for log in self._logs.values():
                 log.close()
             self._unlock_all()
             raise
+
+    # ---------------------------------------------------------------- log dir failure
+    @property
+    def live_log_dirs(self) -> list[str]:
+        return [d for d in self.log_dirs if not self.failure_channel.is_offline(d)]
+
+    @property
+    def all_offline(self) -> bool:
+        return not self.live_log_dirs
+
+    def is_log_dir_online(self, d: str) -> bool:
+        return not self.failure_channel.is_offline(d)
+
+    def _require_live_dirs(self) -> None:
+        if self.all_offline:
+            raise LogDirError(f"all log dirs in {','.join(self.log_dirs)} have failed")
+
+    def handle_log_dir_failure(self, d: str) -> list[TopicPartition]:
+        """Forget the logs of offline dir ``d`` (closed without writing) and release its lock;
+        the partitions that were in it (Kafka's ``LogManager.handleLogDirFailure``)."""
+        d = os.path.abspath(d)
+        gone = sorted(tp for tp, ld in self._log_dir_of.items() if ld == d)
+        for tp in gone:
+            self._log_dir_of.pop(tp, None)
+            log = self._logs.pop(tp, None)
+            if log is not None:
+                for seg in log.segments:
+                    try:
+                        seg.close_handlers()
+                    except OSError:
+                        pass
+        fd = self._locks.pop(d, None)
+        if fd is not None:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        logger.error("logs of %d partitions are offline after the failure of log dir %s: %s", len(gone), d,
+                     ", ".join(f"{t}-{p}" for t, p in gone))
+        return gone
+
+    def _io(self, d: str, what: str) -> ContextManager[None]:
+        return self.failure_channel.guard(d, f"{what} in {d}")
 
     # ---------------------------------------------------------------- startup
     def _lock(self, d: str) -> None:
@@ -144,16 +206,20 @@ class LogManager:
             props["broker.id"] = str(broker_id)
         if cluster_id is not None:
             props["cluster.id"] = cluster_id
-        for d in self.log_dirs:
+        for d in self.live_log_dirs:
             path = os.path.join(d, META_PROPERTIES)
-            current = read_properties(path)
-            if current != {**(current or {}), **props}:
-                write_properties(path, {**(current or {}), **props}, _time.strftime("%a %b %d %H:%M:%S %Z %Y"))
+            try:
+                current = read_properties(path)
+                if current != {**(current or {}), **props}:
+                    write_properties(path, {**(current or {}), **props}, _time.strftime("%a %b %d %H:%M:%S %Z %Y"))
+            except OSError as e:
+                self.failure_channel.maybe_add_offline_log_dir(d, "writing meta.properties failed", e)
+        self._require_live_dirs()
 
     def stored_broker_metadata(self) -> dict[str, str]:
         """The meta.properties shared by all log dirs ({} if none); LogDirError if they disagree."""
         seen: dict[str, str] = {}
-        for d in self.log_dirs:
+        for d in self.live_log_dirs:
             props = read_properties(os.path.join(d, META_PROPERTIES))
             if not props:
                 continue
@@ -176,21 +242,34 @@ class LogManager:
         return self._log_dir_of.get(tuple(tp))  # type: ignore[arg-type]
 
     def _next_log_dir(self) -> str:
-        counts = {d: 0 for d in self.log_dirs}
+        """The live log dir holding the fewest partitions (the first such in ``log.dirs``)."""
+        live = self.live_log_dirs
+        if not live:
+            raise storage_error("no live log dir left")
+        counts = {d: 0 for d in live}
         for d in self._log_dir_of.values():
-            counts[d] += 1
-        return min(self.log_dirs, key=lambda d: counts[d])
+            if d in counts:
+                counts[d] += 1
+        return min(live, key=lambda d: counts[d])
 
     def get_or_create_log(self, tp: TopicPartition, log_config: LogConfig | None = None) -> Log:
-        """The partition's log, created in the log dir with the fewest partitions if absent."""
+        """The partition's log, created in the live log dir with the fewest partitions if absent.
+
+        While a log dir is offline no log is created (KAFKA_STORAGE_ERROR): the partition's data
+        may be in the offline dir (Kafka allows it for a brand-new partition, which
+        LeaderAndIsr's ``is_new`` tells; odradek's handler does not pass it on)."""
         tp = (tp[0], int(tp[1]))
         log = self._logs.get(tp)
         if log is not None:
             return log
+        offline = self.failure_channel.offline_dirs
+        if offline:
+            raise storage_error(f"cannot create the log of {tp[0]}-{tp[1]}: log dirs {','.join(offline)} are offline")
         d = self._next_log_dir()
         config = log_config or self._topic_config(tp[0])
-        log = Log(os.path.join(d, f"{tp[0]}-{tp[1]}"), config, 0, self._time, 0, had_clean_shutdown=True,
-                  producer_id_expiration_ms=self._producer_id_expiration_ms())
+        with self._io(d, f"creating the log of {tp[0]}-{tp[1]}"):
+            log = Log(os.path.join(d, f"{tp[0]}-{tp[1]}"), config, 0, self._time, 0, had_clean_shutdown=True,
+                      producer_id_expiration_ms=self._producer_id_expiration_ms())
         self._logs[tp] = log
         self._log_dir_of[tp] = d
         logger.info("created log for %s-%d in %s", tp[0], tp[1], d)
@@ -204,9 +283,10 @@ class LogManager:
         if log is None or d is None:
             return False
         target = f"{log.dir}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
-        log.rename_dir(target)
-        shutil.rmtree(target, ignore_errors=True)
-        self._checkpoint_dir(d)
+        with self._io(d, f"deleting the log of {tp[0]}-{tp[1]}"):
+            log.rename_dir(target)
+            shutil.rmtree(target, ignore_errors=True)
+            self._checkpoint_dir(d)
         return True
 
     def _producer_id_expiration_ms(self) -> int:
@@ -220,9 +300,16 @@ class LogManager:
         """Apply retention to every log (and expire idle producer ids); returns the number of
         segments deleted."""
         total = 0
-        for log in list(self._logs.values()):
-            total += log.delete_old_segments()
-            log.remove_expired_producers()
+        for tp, log in list(self._logs.items()):
+            d = self._log_dir_of.get(tp)
+            if d is None or not self.is_log_dir_online(d):
+                continue
+            try:
+                with self._io(d, f"retention of {tp[0]}-{tp[1]}"):
+                    total += log.delete_old_segments()
+                    log.remove_expired_producers()
+            except KafkaError as e:
+                logger.warning("%s", e)
         return total
 
     # ---------------------------------------------------------------- checkpoints
@@ -236,26 +323,33 @@ class LogManager:
         OffsetCheckpointFile(os.path.join(d, LOG_START_OFFSET_CHECKPOINT)).write(
             {tp: log.log_start_offset for tp, log in logs.items()})
 
+    def _write_checkpoints(self, name: str, per_dir: Callable[[str], Mapping[TopicPartition, int]]) -> None:
+        """Write checkpoint ``name`` in every live dir; a dir whose write fails goes offline
+        (the others are still written)."""
+        for d in self.live_log_dirs:
+            try:
+                with self._io(d, f"writing {name}"):
+                    OffsetCheckpointFile(os.path.join(d, name)).write(per_dir(d))
+            except KafkaError as e:
+                logger.error("%s", e)
+
     def checkpoint_recovery_points(self) -> None:
-        for d in self.log_dirs:
-            OffsetCheckpointFile(os.path.join(d, RECOVERY_POINT_CHECKPOINT)).write(
-                {tp: log.recovery_point for tp, log in self._logs_in(d).items()})
+        self._write_checkpoints(RECOVERY_POINT_CHECKPOINT,
+                                lambda d: {tp: log.recovery_point for tp, log in self._logs_in(d).items()})
 
     def checkpoint_log_start_offsets(self) -> None:
-        for d in self.log_dirs:
-            OffsetCheckpointFile(os.path.join(d, LOG_START_OFFSET_CHECKPOINT)).write(
-                {tp: log.log_start_offset for tp, log in self._logs_in(d).items()})
+        self._write_checkpoints(LOG_START_OFFSET_CHECKPOINT,
+                                lambda d: {tp: log.log_start_offset for tp, log in self._logs_in(d).items()})
 
     def write_high_watermarks(self, high_watermarks: Mapping[TopicPartition, int]) -> None:
-        """Write ``replication-offset-checkpoint`` in each dir for the partitions it holds."""
-        for d in self.log_dirs:
-            entries = {tp: hw for tp, hw in ((_as_tp(k), v) for k, v in high_watermarks.items())
-                       if self._log_dir_of.get(tp) == d}
-            OffsetCheckpointFile(os.path.join(d, HIGH_WATERMARK_CHECKPOINT)).write(entries)
+        """Write ``replication-offset-checkpoint`` in each live dir for the partitions it holds."""
+        hws = {_as_tp(k): v for k, v in high_watermarks.items()}
+        self._write_checkpoints(HIGH_WATERMARK_CHECKPOINT,
+                                lambda d: {tp: hw for tp, hw in hws.items() if self._log_dir_of.get(tp) == d})
 
     def read_high_watermarks(self) -> dict[TopicPartition, int]:
         out: dict[TopicPartition, int] = {}
-        for d in self.log_dirs:
+        for d in self.live_log_dirs:
             out.update(self._read_offsets(d, HIGH_WATERMARK_CHECKPOINT))
         return out
 
@@ -265,13 +359,22 @@ class LogManager:
         if self._closed:
             return
         self._closed = True
-        for log in self._logs.values():
-            log.flush()
-            log.close()
-        for d in self.log_dirs:
-            self._checkpoint_dir(d)
-            with open(os.path.join(d, CLEAN_SHUTDOWN_FILE), "w"):
-                pass
+        for tp, log in list(self._logs.items()):
+            d = self._log_dir_of[tp]
+            try:
+                with self._io(d, f"closing the log of {tp[0]}-{tp[1]}"):
+                    log.flush()
+                    log.close()
+            except KafkaError as e:
+                logger.error("%s", e)
+        for d in self.live_log_dirs:   # an offline dir gets no marker: its logs are recovered at restart
+            try:
+                with self._io(d, "writing the shutdown checkpoints"):
+                    self._checkpoint_dir(d)
+                    with open(os.path.join(d, CLEAN_SHUTDOWN_FILE), "w"):
+                        pass
+            except KafkaError as e:
+                logger.error("%s", e)
         self._unlock_all()
 
 

@@ -14,7 +14,10 @@ Invariants:
   uint32 CRC32C of everything after it, int32 count, fixed 46-byte entries) and holds
   the state of the log up to (excluding) ``offset``; it is written atomically.
 A duplicate of a remembered batch is answered with its original offsets; a sequence
-gap is OUT_OF_ORDER_SEQUENCE_NUMBER; an older epoch is INVALID_PRODUCER_EPOCH.
+gap is OUT_OF_ORDER_SEQUENCE_NUMBER; an older epoch is INVALID_PRODUCER_EPOCH. Sequence
+rules are Kafka 2.8's ``checkSequence`` (``check_sequence``), for client appends only: a
+new epoch starts at sequence 0, and so does an epoch with no remembered batch. ``check``
+only reads the state, so an append that fails after it (e.g. ENOSPC) leaves nothing to undo.
 ``ProducerIdManager`` hands out ids from blocks of 1000 reserved in ZooKeeper.
 """
 from __future__ import annotations
@@ -37,6 +40,8 @@ logger = logging.getLogger(__name__)
 NUM_BATCHES_TO_RETAIN = 5
 INT32_MAX = 2**31 - 1
 DEFAULT_EXPIRATION_MS = 604800000  # transactional.id.expiration.ms
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
 SNAPSHOT_SUFFIX = ".snapshot"
 SNAPSHOT_VERSION = 1
 _SNAPSHOT_FILE = re.compile(r"^(\d{20})\.snapshot$")
@@ -95,6 +100,34 @@ class CompletedTxn(NamedTuple):
     last_stable_offset: int   # the LSO right after the marker (what the txn index records)
 
 
+def check_sequence(entry: ProducerEntry, header: BatchHeader) -> BatchMetadata | None:
+    """Kafka 2.8's ``ProducerAppendInfo.checkSequence`` (plus ``findDuplicateBatch``) for a client's
+    batch of an epoch not older than ``entry.epoch``: the remembered batch it duplicates, or None
+    if it may be appended; OUT_OF_ORDER_SEQUENCE_NUMBER otherwise.
+
+    - a new epoch starts at sequence 0 (any sequence if the entry has no epoch yet);
+    - within the epoch the batch follows the last remembered one (sequence 0 when none is
+      remembered, e.g. after a marker that bumped the epoch).
+    The check reads the entry only: an append that fails afterwards leaves nothing to undo."""
+    first_seq = header.base_sequence
+    if header.producer_epoch != entry.epoch:
+        if first_seq != 0 and entry.epoch != NO_PRODUCER_EPOCH:
+            raise KafkaError(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                             f"new epoch {header.producer_epoch} of producer {header.producer_id} must start at "
+                             f"sequence 0, got {first_seq} (current epoch {entry.epoch})")
+        return None
+    last_seq = last_sequence(header)
+    for b in entry.batches:
+        if b.first_seq == first_seq and b.last_seq == last_seq:
+            return b
+    expected = _next_sequence(entry.batches[-1].last_seq if entry.batches else NO_SEQUENCE)
+    if first_seq != expected:
+        raise KafkaError(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                         f"producer {header.producer_id} epoch {entry.epoch}: expected sequence {expected}, "
+                         f"got {first_seq}")
+    return None
+
+
 class ProducerStateManager:
     """Per-partition producer state; see the module invariants. ``dir`` holds its snapshots."""
 
@@ -131,23 +164,9 @@ class ProducerStateManager:
                 and header.producer_epoch == entry.epoch:
             raise KafkaError(ErrorCode.INVALID_TXN_STATE,
                              f"non-transactional batch from producer {header.producer_id} inside a transaction")
-        if origin == ORIGIN_COORDINATOR and header.base_sequence < 0:
+        if origin != ORIGIN_CLIENT:   # Kafka checks sequences of client appends only
             return None
-        first_seq, last_seq = header.base_sequence, last_sequence(header)
-        if header.producer_epoch > entry.epoch:
-            if first_seq != 0:
-                raise KafkaError(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
-                                 f"new epoch {header.producer_epoch} must start at sequence 0, got {first_seq}")
-            return None
-        for b in entry.batches:
-            if b.first_seq == first_seq and b.last_seq == last_seq:
-                return b
-        if entry.batches:
-            expected = _next_sequence(entry.batches[-1].last_seq)
-            if first_seq != expected:
-                raise KafkaError(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
-                                 f"expected sequence {expected}, got {first_seq}")
-        return None
+        return check_sequence(entry, header)
 
     def check_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int) -> None:
         """Kafka's marker checks: an older producer epoch is INVALID_PRODUCER_EPOCH, an older

@@ -4,8 +4,8 @@ Invariant: the ``.log`` file is a sequence of complete, CRC-valid magic-2 batche
 with strictly increasing offsets, all in ``[base_offset, next_offset)`` and
 within int32 of ``base_offset``; ``size`` is its length. Appends reach the OS
 with one ``os.write`` (no user-space buffer), so a kill -9 loses nothing that
-was appended. Batches are handled through their headers only — records are
-never decoded here. The ``.txnindex`` lists the aborted transactions whose markers
+was appended. Batches are handled through their headers, except in ``recover``,
+which checks each batch as a follower does (``validator.check_stored_batch``). The ``.txnindex`` lists the aborted transactions whose markers
 are in this segment; it is truncated and deleted with the segment.
 """
 from __future__ import annotations
@@ -20,6 +20,7 @@ from odradek.protocol.records import decode_batch
 
 from .index import CorruptIndexError, OffsetIndex, TimeIndex
 from .txn_index import TXN_INDEX_SUFFIX, TransactionIndex
+from .validator import check_stored_batch
 
 LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX = ".log", ".index", ".timeindex"
 DELETED_SUFFIX = ".deleted"
@@ -123,8 +124,8 @@ class LogSegment:
                 break
 
     def recover(self, on_batch: Callable[[rb.BatchHeader, memoryview], None] | None = None) -> int:
-        """Re-validate every batch, rebuild both indexes and truncate at the first
-        corrupt or partial batch; ``on_batch`` sees each valid batch (header, bytes). The
+        """Re-validate every batch (``validator.check_stored_batch``: the checks a follower
+        makes), rebuild both indexes and truncate at the first corrupt or partial batch; ``on_batch`` sees each valid batch (header, bytes). The
         txn index is emptied (the log rebuilds it). Returns the number of bytes truncated."""
         self.offset_index.reset()
         self.time_index.reset()
@@ -150,7 +151,7 @@ class LogSegment:
                     break
             view = memoryview(buf)[rel:rel + total]
             try:
-                h = rb.validate(view)
+                h = check_stored_batch(view, self.log_path)
             except KafkaError:
                 break
             if h.base_offset < max(self.next_offset, self.base_offset) \

@@ -26,6 +26,17 @@ class AbortedTxn(NamedTuple):
     last_stable_offset: int
 
 
+def parse_entries(data: bytes) -> list[tuple[int, AbortedTxn]]:
+    """(version, entry) of each whole entry of a txn index file's bytes, up to the first entry
+    whose version is not 0 (included: the caller decides what to make of it)."""
+    out = []
+    for version, pid, first, last, lso in _ENTRY.iter_unpack(data[:len(data) - len(data) % ENTRY_SIZE]):
+        out.append((version, AbortedTxn(pid, first, last, lso)))
+        if version != VERSION:
+            break
+    return out
+
+
 def write_index_file(path: str, entries: list[AbortedTxn]) -> None:
     """Write a txn index file in place and fsync it (for ``.cleaned`` files of a swap)."""
     with open(path, "wb") as f:
@@ -48,11 +59,7 @@ class TransactionIndex:
                 data = f.read()
         except FileNotFoundError:
             return
-        whole = len(data) - len(data) % ENTRY_SIZE
-        for version, pid, first, last, lso in _ENTRY.iter_unpack(data[:whole]):
-            if version != VERSION:
-                break
-            self.entries.append(AbortedTxn(pid, first, last, lso))
+        self.entries = [txn for version, txn in parse_entries(data) if version == VERSION]
         if len(self.entries) * ENTRY_SIZE != len(data):
             self._rewrite()
 

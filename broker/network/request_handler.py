@@ -7,7 +7,8 @@ ApiVersions, or a body that does not decode (what Kafka does). ApiVersions at an
 unsupported version gets a v0-format UNSUPPORTED_VERSION reply listing our APIs.
 A handler's KafkaError or unexpected exception becomes that API's error response
 (unexpected ones as UNKNOWN_SERVER_ERROR, logged with a traceback): the broker
-never dies of a bad request.
+never dies of a bad request. An error message too long for its response field (one quoting
+a client's 32767-character name) is sent cut to MAX_ERROR_MESSAGE characters.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from twisted.python.failure import Failure
 
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.header import RequestHeader, decode_request_header, encode_response
+from odradek.protocol.schema import EncodeError
 
 from .. import apis
 from ..apis import api_versions
@@ -93,6 +95,31 @@ class RequestHandler:
             return None
         try:
             return encode_response(module.API, header.api_version, header.correlation_id, body)
+        except EncodeError:
+            if _clip_messages(body):  # a message quoting a client's 32767-char name: answer it cut short
+                return RequestHandler._encode(body, module, header)
+            log.exception("cannot encode the %s v%d response", module.API.NAME, header.api_version)
+            raise CloseConnection("response encoding failed") from None
         except Exception:
             log.exception("cannot encode the %s v%d response", module.API.NAME, header.api_version)
             raise CloseConnection("response encoding failed") from None
+
+
+MAX_ERROR_MESSAGE = 1024  # characters of an error message kept when a response would not fit
+
+
+def _clip_messages(value: object) -> bool:
+    """Cut every error message inside a response body to MAX_ERROR_MESSAGE characters; whether
+    any was longer (only then is a retry worth it)."""
+    clipped = False
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key.endswith("error_message") and isinstance(item, str) and len(item) > MAX_ERROR_MESSAGE:
+                value[key] = item[:MAX_ERROR_MESSAGE]
+                clipped = True
+            elif isinstance(item, (dict, list)):
+                clipped = _clip_messages(item) or clipped
+    elif isinstance(value, list):
+        for item in value:
+            clipped = _clip_messages(item) or clipped
+    return clipped

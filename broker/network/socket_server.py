@@ -13,7 +13,8 @@ progress and no bytes either way for ``connections.max.idle.ms`` is closed by it
 On a TLS listener the socket is TLS from its first byte (Twisted's TLS over pyOpenSSL); on a SASL
 listener every frame goes to the connection's ``SaslAuthenticator`` until it has authenticated
 (a failure closes the connection ``connection.failed.authentication.delay.ms`` after its error
-response, handling nothing more meanwhile). Each request carries the
+response, handling nothing more meanwhile; a SASL request that does not decode closes it at
+once, as Kafka does). Each request carries the
 connection's principal: the SASL user, else the client certificate's mapped DN, else
 ``User:ANONYMOUS``.
 """
@@ -26,6 +27,7 @@ from twisted.internet import defer, protocol, task
 from twisted.python.failure import Failure
 
 from odradek.protocol.connection import ServerConnection
+from odradek.protocol.errors import KafkaError
 
 from ..apis.context import CloseConnection
 from ..security.listeners import ListenerSecurity
@@ -170,6 +172,8 @@ class KafkaConnection(protocol.Protocol):
             return self.sasl.receive(frame)
         except SaslFailure as e:
             raise CloseConnection(f"SASL authentication failed: {e}") from None
+        except KafkaError as e:  # a SASL request that does not decode (or a version it lacks): Kafka closes
+            raise CloseConnection(f"undecodable request during SASL authentication ({e})") from None
 
     def _deferred_done(self, response: bytes | None) -> None:
         self._waiting = False
@@ -212,6 +216,7 @@ class KafkaConnection(protocol.Protocol):
             self.transport.loseConnection()
 
     def _close_now(self, reason: str) -> None:
+        reason = " ".join(reason.split())  # one log line, even for a decoder's multi-line message
         log.warning("closing connection from %s: %s", self.peer, reason)
         self.close(reason)
 

@@ -12,19 +12,23 @@ LEOs and ``lastCaughtUpTimeMs`` are learned from their fetches
 leader epoch after the idempotent-producer check, or as follower with the
 leader's batches as they are. Producer state lives in the Log (rebuilt on recovery
 and identical on every replica), so a new leader dedups retried batches. Consumers
-read up to the HW, read_committed consumers up to the last stable offset. Plain
-object: no I/O beyond the log; times are passed in (ms).
+read up to the HW, read_committed consumers up to the last stable offset. Every
+log write (appends, truncation, the leader-epoch checkpoint) runs under the
+``LogDirFailureChannel``'s guard: an I/O error marks the log dir offline and is
+answered KAFKA_STORAGE_ERROR. Plain object: no I/O beyond the log; times are passed in (ms).
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, ContextManager
 
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.zk.znodes import LeaderIsrAndControllerEpoch
 
 from ..metadata_cache import PartitionMetadata
+from ..log.log_dir_failure import LogDirFailureChannel, log_dir_of
 from ..log.producer_state import ORIGIN_CLIENT
 
 log = logging.getLogger(__name__)
@@ -89,10 +93,19 @@ class Partition:
         self.remote: dict[int, RemoteReplica] = {}
         # told (tp, offset) after a truncation (the log cleaner's checkpoint must follow)
         self.on_truncate: Callable[[tuple[str, int], int], None] | None = None
+        # where an I/O error on this replica's log dir is reported (None: errors pass through)
+        self.failure_channel: LogDirFailureChannel | None = None
 
     @property
     def tp(self) -> tuple[str, int]:
         return (self.topic, self.partition)
+
+    def io_guard(self, what: str, log_: Any = None) -> ContextManager[None]:
+        """Guard a log write: an OSError marks the log dir offline -> KAFKA_STORAGE_ERROR."""
+        log_ = log_ if log_ is not None else self.log
+        if self.failure_channel is None or log_ is None:
+            return contextlib.nullcontext()
+        return self.failure_channel.guard(log_dir_of(log_.dir), f"{what} {self.topic}-{self.partition}")
 
     @property
     def high_watermark(self) -> int:
@@ -157,7 +170,8 @@ class Partition:
         leo = log_.log_end_offset
         cache = epoch_cache_of(log_)
         if cache is not None:
-            cache.assign(state.leader_epoch, leo)
+            with self.io_guard("writing the leader-epoch checkpoint of", log_):
+                cache.assign(state.leader_epoch, leo)
         self.leader_epoch_start_offset = leo
         old = self.remote
         self.remote = {}
@@ -208,7 +222,8 @@ class Partition:
                          now_ms: int = 0, origin: str = ORIGIN_CLIENT) -> Any:
         """Append a producer's batch; returns the log's LogAppendInfo (or a duplicate's)."""
         self._check_can_append(required_acks, min_insync_replicas)
-        info = self.log.append_as_leader(records, self.leader_epoch, origin)
+        with self.io_guard("appending to"):
+            info = self.log.append_as_leader(records, self.leader_epoch, origin)
         self.maybe_increment_high_watermark(now_ms)
         return info
 
@@ -216,8 +231,9 @@ class Partition:
                                 coordinator_epoch: int, min_insync_replicas: int, now_ms: int = 0) -> Any:
         """Append an end-transaction marker (acks=-1 semantics: NOT_ENOUGH_REPLICAS checked)."""
         self._check_can_append(-1, min_insync_replicas)
-        info = self.log.append_marker_as_leader(producer_id, producer_epoch, commit, coordinator_epoch,
-                                                self.leader_epoch)
+        with self.io_guard("appending a marker to"):
+            info = self.log.append_marker_as_leader(producer_id, producer_epoch, commit, coordinator_epoch,
+                                                    self.leader_epoch)
         self.maybe_increment_high_watermark(now_ms)
         return info
 
@@ -313,24 +329,29 @@ class Partition:
     def append_as_follower(self, records: bytes, leader_hw: int, leader_log_start: int) -> int:
         """Append the leader's batches, then HW = min(leader HW, LEO); returns the new LEO."""
         if records:
-            self.log.append_as_follower(records)  # producer state follows in the log
+            with self.io_guard("appending replicated records to"):
+                self.log.append_as_follower(records)  # producer state follows in the log
         self.high_watermark = min(leader_hw, self.log.log_end_offset)
         if leader_log_start > self.log.log_start_offset:
             try:
-                self.log.maybe_increment_log_start_offset(min(leader_log_start, self.high_watermark))
+                with self.io_guard("moving the log start offset of"):
+                    self.log.maybe_increment_log_start_offset(min(leader_log_start, self.high_watermark))
             except KafkaError:
                 pass
         return self.log.log_end_offset
 
     def truncate_to(self, offset: int) -> None:
         """Follower truncation: drop everything from ``offset`` (log, HW, producer state)."""
-        if self.log.truncate_to(offset):
+        with self.io_guard("truncating"):
+            truncated = self.log.truncate_to(offset)
+        if truncated:
             if self.on_truncate is not None:
                 self.on_truncate(self.tp, offset)
         self.high_watermark = min(self._high_watermark, self.log.log_end_offset)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
-        self.log.truncate_fully_and_start_at(offset)
+        with self.io_guard("truncating"):
+            self.log.truncate_fully_and_start_at(offset)
         self.high_watermark = offset
         if self.on_truncate is not None:
             self.on_truncate(self.tp, offset)

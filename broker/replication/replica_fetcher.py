@@ -8,7 +8,9 @@ when it has no epochs; ``truncation_offset`` is Kafka's
 ``getOffsetTruncationState``), then FETCHING (Fetch v11 with replica_id and
 current_leader_epoch): data is appended only at the follower's LEO, its HW
 becomes min(leader HW, LEO). Errors delay a partition by replica.fetch.backoff.ms;
-FENCED_LEADER_EPOCH removes it until the next LeaderAndIsr; OFFSET_OUT_OF_RANGE
+FENCED_LEADER_EPOCH removes it until the next LeaderAndIsr, and so does a fetched
+batch that fails validation (``broker/log/validator.py``; never appended, logged as an
+error naming partition and offset); OFFSET_OUT_OF_RANGE
 asks the leader for its LEO / log start (ListOffsets) and truncates
 (``out_of_range_action``). A response is applied only if the partition's state
 is still the one the request was built from. The decisions are plain functions
@@ -38,6 +40,9 @@ UNDEFINED_EPOCH_OFFSET = -1
 FETCH_VERSION = 11
 EPOCH_VERSION = 3
 LIST_OFFSETS_VERSION = 5
+# what the follower's append answers for a batch it cannot trust (validator.validate_replicated)
+INVALID_DATA = frozenset({ErrorCode.CORRUPT_MESSAGE, ErrorCode.INVALID_RECORD, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+                          ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT})
 LATEST_TIMESTAMP, EARLIEST_TIMESTAMP = -1, -2
 
 
@@ -273,7 +278,12 @@ class ReplicaFetcher:
         if offset < leo:
             log.info("%s: truncating %s-%d from LEO %d to %d%s", self.name, p.topic, p.partition, leo, offset,
                      "" if offset >= p.high_watermark else f" (below its HW {p.high_watermark})")
-        p.truncate_to(offset)
+        try:
+            p.truncate_to(offset)
+        except KafkaError as e:   # KAFKA_STORAGE_ERROR: its log dir went offline (no longer followed)
+            log.error("%s: truncating %s-%d failed: %s", self.name, p.topic, p.partition, e)
+            self.partitions.pop(p.tp, None)
+            return
         st.fetch_offset = p.log_end_offset if offset > p.log_end_offset else offset
         if completed:
             st.status = FetchStatus.FETCHING
@@ -338,6 +348,12 @@ class ReplicaFetcher:
                 st.fetch_offset = p.append_as_follower(complete_batches(r.record_set or b""),
                                                        r.high_watermark, r.log_start_offset)
             except KafkaError as e:
+                if e.code in INVALID_DATA:
+                    log.error("%s: stopped fetching %s-%d: the leader's batch at offset %d failed validation "
+                              "(%s); nothing appended, waiting for the next LeaderAndIsr", self.name, tp[0], tp[1],
+                              offset, e)
+                    self.partitions.pop(tp, None)
+                    return
                 log.warning("%s: appending to %s-%d at %d failed: %s", self.name, tp[0], tp[1], offset, e)
                 self._delay([tp], {tp: st})
         elif code == ErrorCode.OFFSET_OUT_OF_RANGE:
@@ -362,10 +378,15 @@ class ReplicaFetcher:
         action, offset = out_of_range_action(p.log_end_offset, leader_leo, leader_start)
         log.info("%s: %s-%d out of range (LEO %d, leader LEO %d, leader start %d): %s to %d", self.name,
                  tp[0], tp[1], p.log_end_offset, leader_leo, leader_start, action, offset)
-        if action == "truncate":
-            p.truncate_to(offset)
-        elif action == "restart":
-            p.truncate_fully_and_start_at(offset)
+        try:
+            if action == "truncate":
+                p.truncate_to(offset)
+            elif action == "restart":
+                p.truncate_fully_and_start_at(offset)
+        except KafkaError as e:   # KAFKA_STORAGE_ERROR: its log dir went offline (no longer followed)
+            log.error("%s: truncating %s-%d failed: %s", self.name, tp[0], tp[1], e)
+            self.partitions.pop(tp, None)
+            return
         st.fetch_offset = p.log_end_offset
 
     async def _list_offset(self, tp: TopicPartition, st: PartitionFetchState, timestamp: int) -> int:

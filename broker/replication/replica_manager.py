@@ -10,6 +10,8 @@ tasks: ``isr-expiration`` (every replica.lag.time.max.ms / 2) shrinks, follower
 fetches expand, both written by the leader to ZooKeeper with a conditional update
 on its cached zkVersion (``isr_writer``, off the reactor), and
 ``isr-change-propagation`` (every 2.5 s) batches the changes into notifications.
+A partition whose log dir failed leaves ``partitions`` for ``offline_partitions``
+(``mark_partitions_offline``) and is answered KAFKA_STORAGE_ERROR until restart.
 Sans-IO: the scheduler (``callLater``/``seconds``), the log manager and the
 ZooKeeper writers are injected; record bytes are never decoded here.
 """
@@ -26,6 +28,7 @@ from twisted.internet import defer, task
 
 from .delayed import (DelayedFetch, DelayedProduce, FetchParams, FetchPartition, ProducePartitionStatus,
                       Purgatory)
+from ..log.validator import RecordValidationError
 from ..metadata_cache import MetadataCache, PartitionMetadata
 from .isr_propagation import CHECK_INTERVAL_MS, IsrChangePropagation
 from .partition import Partition
@@ -37,8 +40,15 @@ EPOCH_DURING_DELETE = -2
 NO_EPOCH = -1
 
 
-def produce_error(code: ErrorCode | int) -> dict:
-    return {"error_code": int(code), "base_offset": -1, "log_append_time_ms": -1, "log_start_offset": -1}
+def produce_error(code: ErrorCode | int, error: KafkaError | None = None) -> dict:
+    """A partition's failed produce; records refused one by one (``RecordValidationError``) are
+    listed in ``record_errors`` with ``error_message`` set, as Kafka answers Produce v8."""
+    out: dict[str, Any] = {"error_code": int(code), "base_offset": -1, "log_append_time_ms": -1,
+                           "log_start_offset": -1}
+    if isinstance(error, RecordValidationError):
+        out["record_errors"] = [{"batch_index": i, "batch_index_error_message": m} for i, m in error.record_errors]
+        out["error_message"] = error.message
+    return out
 
 
 def _aborted_in(log_: Any, fetch_offset: int, records: bytes) -> list[dict]:
@@ -70,6 +80,10 @@ class ReplicaManager:
         self.metadata_cache = metadata_cache
         self.scheduler = scheduler
         self.partitions: dict[TopicPartition, Partition] = {}
+        # replicas whose log dir failed (Kafka's HostedPartition.Offline): answered KAFKA_STORAGE_ERROR
+        # until restart (``broker/replication/log_dir_failure_handler.py``)
+        self.offline_partitions: set[TopicPartition] = set()
+        self.failure_channel = getattr(log_manager, "failure_channel", None)
         self.controller_epoch = -1
         self.log_configs: dict[str, Any] = {}
         self._log_config_for = log_config_for
@@ -136,6 +150,8 @@ class ReplicaManager:
         """The partition if this broker leads it, else KafkaError with Kafka's code."""
         p = self.partitions.get(tp)
         if p is None or p.log is None:
+            if tp in self.offline_partitions:
+                raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"the log dir of {tp[0]}-{tp[1]} is offline")
             if self.metadata_cache.partition_state(*tp) is not None:
                 raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
@@ -175,7 +191,10 @@ class ReplicaManager:
             tp = (st.topic, st.partition)
             current = self.partitions.get(tp)
             current_epoch = current.leader_epoch if current is not None else -1
-            if st.leader_epoch <= current_epoch:
+            if tp in self.offline_partitions:
+                log.warning("LeaderAndIsr for %s-%d: its log dir is offline", st.topic, st.partition)
+                errors[tp] = ErrorCode.KAFKA_STORAGE_ERROR
+            elif st.leader_epoch <= current_epoch:
                 log.info("ignoring LeaderAndIsr for %s-%d: leader epoch %d is not newer than %d",
                          st.topic, st.partition, st.leader_epoch, current_epoch)
                 errors[tp] = ErrorCode.STALE_CONTROLLER_EPOCH
@@ -191,6 +210,7 @@ class ReplicaManager:
                 p = self.partitions.get(tp) or Partition(st.topic, st.partition, self.broker_id,
                                                          self.lag_time_max_ms)
                 p.on_truncate = self._on_truncate
+                p.failure_channel = self.failure_channel
                 hw = self._checkpoint_hws.pop(tp, None)
                 if st.leader == self.broker_id:
                     p.make_leader(st, log_, hw, self.now_ms())
@@ -241,6 +261,9 @@ class ReplicaManager:
         stopped: list[TopicPartition] = []
         for tp, delete, epoch in partitions:
             p = self.partitions.get(tp)
+            if tp in self.offline_partitions:
+                errors[tp] = ErrorCode.KAFKA_STORAGE_ERROR
+                continue
             if p is not None and epoch not in (EPOCH_DURING_DELETE, NO_EPOCH) and epoch <= p.leader_epoch:
                 errors[tp] = ErrorCode.FENCED_LEADER_EPOCH
                 continue
@@ -267,6 +290,19 @@ class ReplicaManager:
         for tp in stopped:
             self._wake(tp)
         return ErrorCode.NONE, errors
+
+    def mark_partitions_offline(self, tps: Iterable[TopicPartition]) -> None:
+        """Their log dir failed: no longer led or followed here, KAFKA_STORAGE_ERROR until restart."""
+        for tp in tps:
+            p = self.partitions.pop(tp, None)
+            if p is not None:
+                p.log = None
+            self.offline_partitions.add(tp)
+            self._checkpoint_hws.pop(tp, None)
+
+    def wake(self, tps: Iterable[TopicPartition]) -> None:
+        for tp in tps:
+            self._wake(tp)
 
     def _get_or_create_log(self, tp: TopicPartition) -> Any:
         existing = self.log_manager.get_log(tp)
@@ -323,7 +359,7 @@ class ReplicaManager:
             except KafkaError as e:
                 if e.code not in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
                     log.info("produce to %s-%d failed: %s", tp[0], tp[1], e)
-                results[tp] = produce_error(e.code)
+                results[tp] = produce_error(e.code, e)
             except Exception:
                 log.exception("produce to %s-%d failed", *tp)
                 results[tp] = produce_error(ErrorCode.UNKNOWN_SERVER_ERROR)
@@ -339,7 +375,8 @@ class ReplicaManager:
     def _check_replicas_reached(self, tp: TopicPartition, required_offset: int) -> tuple[bool, ErrorCode]:
         p = self.partitions.get(tp)
         if p is None:
-            return True, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            return True, (ErrorCode.KAFKA_STORAGE_ERROR if tp in self.offline_partitions
+                          else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         return p.check_enough_replicas_reach_offset(required_offset, self.min_insync_replicas(tp[0]))
 
     # -------------------------------------------------------------------- fetch
@@ -375,7 +412,8 @@ class ReplicaManager:
                 records = b""
                 limit = min(fp.max_bytes, remaining)
                 if fp.fetch_offset < end and (limit > 0 or min_one_batch):
-                    records = log_.read(fp.fetch_offset, limit, max_offset=end, min_one_batch=min_one_batch)
+                    with p.io_guard("reading"):
+                        records = log_.read(fp.fetch_offset, limit, max_offset=end, min_one_batch=min_one_batch)
                     if records:
                         min_one_batch = False
                         remaining = max(remaining - len(records), 0)
@@ -479,7 +517,11 @@ class ReplicaManager:
         if needed <= 1:
             return 1
         # Kafka counts min(bytes up to the end offset, partition max bytes)
-        return len(log_.read(fp.fetch_offset, fp.max_bytes, max_offset=end, min_one_batch=True))
+        try:
+            with p.io_guard("reading"):
+                return len(log_.read(fp.fetch_offset, fp.max_bytes, max_offset=end, min_one_batch=True))
+        except KafkaError:
+            return None   # answered at once: the read gives the partition's error
 
     # -------------------------------------------------------------- checkpoints
 

@@ -11,6 +11,7 @@ from types import ModuleType
 from . import (
     add_offsets_to_txn,
     add_partitions_to_txn,
+    alter_configs,
     alter_user_scram_credentials,
     api_versions,
     controlled_shutdown,
@@ -21,13 +22,17 @@ from . import (
     delete_groups,
     delete_topics,
     describe_acls,
+    describe_cluster,
     describe_configs,
     describe_groups,
+    describe_log_dirs,
     describe_user_scram_credentials,
+    elect_leaders,
     end_txn,
     fetch,
     find_coordinator,
     heartbeat,
+    incremental_alter_configs,
     init_producer_id,
     join_group,
     leader_and_isr,
@@ -36,6 +41,7 @@ from . import (
     list_offsets,
     metadata,
     offset_commit,
+    offset_delete,
     offset_fetch,
     offset_for_leader_epoch,
     produce,
@@ -57,7 +63,8 @@ ALL_APIS: tuple[ModuleType, ...] = (
     add_offsets_to_txn, end_txn, write_txn_markers, txn_offset_commit, sasl_handshake,
     sasl_authenticate,
     describe_user_scram_credentials, alter_user_scram_credentials,
-    describe_acls, create_acls, delete_acls,
+    describe_acls, create_acls, delete_acls, describe_cluster, offset_delete,
+    elect_leaders, alter_configs, incremental_alter_configs, describe_log_dirs,
 )
 
 API_BY_KEY: dict[int, ModuleType] = {api.API_KEY: api for api in ALL_APIS}

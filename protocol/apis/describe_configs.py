@@ -1,7 +1,7 @@
 """DescribeConfigs (key 32): read topic and broker configuration.
 
 Invariant: declares every version of Kafka 2.8.2's DescribeConfigsRequest/DescribeConfigsResponse
-(0-4, flexible 4+); the broker advertises 0-3.
+(0-4, flexible 4+), all advertised.
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from ..schema import ArrayOf, BOOL, INT16, INT32, INT8, STRING, F, Message
 API_KEY = 32
 NAME = "DescribeConfigs"
 MIN_VERSION = 0
-MAX_VERSION = 3
+MAX_VERSION = 4
 FLEXIBLE_FROM = 4
 
 Request = Message("DescribeConfigsRequest", "0-4", flexible="4+", fields=[

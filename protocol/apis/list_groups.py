@@ -1,7 +1,7 @@
 """ListGroups (key 16): list the groups a coordinator knows.
 
 Invariant: declares every version of Kafka 2.8.2's ListGroupsRequest/ListGroupsResponse
-(0-4, flexible 3+); the broker advertises 0-2.
+(0-4, flexible 3+), all advertised.
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from ..schema import ArrayOf, INT16, INT32, STRING, F, Message
 API_KEY = 16
 NAME = "ListGroups"
 MIN_VERSION = 0
-MAX_VERSION = 2
+MAX_VERSION = 4
 FLEXIBLE_FROM = 3
 
 Request = Message("ListGroupsRequest", "0-4", flexible="3+", fields=[

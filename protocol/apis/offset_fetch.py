@@ -1,7 +1,7 @@
 """OffsetFetch (key 9): read committed consumer group offsets.
 
 Invariant: declares every version of Kafka 2.8.2's OffsetFetchRequest/OffsetFetchResponse
-(0-7, flexible 6+); the broker advertises 0-5.
+(0-7, flexible 6+), all advertised.
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from ..schema import ArrayOf, BOOL, INT16, INT32, INT64, STRING, F, Message
 API_KEY = 9
 NAME = "OffsetFetch"
 MIN_VERSION = 0
-MAX_VERSION = 5
+MAX_VERSION = 7
 FLEXIBLE_FROM = 6
 
 Request = Message("OffsetFetchRequest", "0-7", flexible="6+", fields=[

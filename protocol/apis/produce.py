@@ -1,7 +1,7 @@
 """Produce (key 0): write record batches to partition leaders.
 
 Invariant: declares every version of Kafka 2.8.2's ProduceRequest/ProduceResponse
-(0-9, flexible 9+); the broker advertises 0-8.
+(0-9, flexible 9+), all advertised.
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from ..schema import INT16, INT32, INT64, RECORDS, STRING, F, Message
 API_KEY = 0
 NAME = "Produce"
 MIN_VERSION = 0
-MAX_VERSION = 8
+MAX_VERSION = 9
 FLEXIBLE_FROM = 9
 
 Request = Message("ProduceRequest", "0-9", flexible="9+", fields=[

@@ -101,3 +101,180 @@ def test_kafka_python_admin_rejects_bad_requests(compat_cluster):
             admin.create_topics([NewTopic("bad/name", 1, 1)])
     finally:
         admin.close()
+
+
+def test_kafka_python_sees_kafka_2_8_and_lists_groups_by_state(compat_cluster):
+    """kafka-python, with no pinned api_version, infers a 2.8 broker from ApiVersions, and its
+    admin's list_groups(states_filter=...) (ListGroups v4) lists only groups in those states."""
+    from kafka import KafkaConsumer
+    from kafka.admin import KafkaAdminClient
+    from kafka.structs import OffsetAndMetadata, TopicPartition as KTP
+
+    from odradek.testing import wait_until
+    bootstrap, topic = compat_cluster.bootstrap_servers, "compat-group-states"
+    _create_topic(bootstrap, topic)
+    idle = KafkaConsumer(bootstrap_servers=bootstrap, group_id="compat-empty-group", enable_auto_commit=False)
+    idle.assign([KTP(topic, 0)])
+    idle.commit({KTP(topic, 0): OffsetAndMetadata(0, "", -1)})
+    idle.close()
+    live = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id="compat-stable-group")
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        assert admin._manager.broker_version == (2, 8)
+
+        def listed(state: str) -> set[str]:
+            return {g["group_id"] for g in admin.list_groups(states_filter=[state])}
+
+        wait_until(lambda: live.poll(timeout_ms=200) is not None and "compat-stable-group" in listed("Stable"), 60,
+                   "the live consumer's group to be Stable")
+        assert "compat-empty-group" not in listed("Stable")
+        empty = listed("Empty")
+        assert "compat-empty-group" in empty and "compat-stable-group" not in empty
+    finally:
+        live.close()
+        admin.close()
+
+
+def test_describe_cluster_on_the_wire(compat_cluster):
+    """DescribeCluster (60) v0, as Java's AdminClient sends it: the cluster id and controller
+    ZooKeeper holds, every broker's endpoint, and the Cluster operations allowed (all of them:
+    no authorizer). (kafka-python's describe_cluster cannot read a v0 answer, Kafka 2.8's only
+    version: it expects v1's endpoint_type; confluent-kafka's asks Metadata instead.)"""
+    from kazoo.client import KazooClient
+
+    from odradek.client.connection import BrokerConnection
+    from odradek.protocol.apis import describe_cluster
+
+    host, port = compat_cluster.bootstrap_servers.split(",")[0].rsplit(":", 1)
+    conn = BrokerConnection(host, int(port), client_id="compat").connect()
+    zk = KazooClient(hosts=compat_cluster.zookeeper_connect)
+    zk.start()
+    try:
+        assert conn.version_for(describe_cluster) == 0
+        with_ops = conn.request(describe_cluster, {"include_cluster_authorized_operations": True})
+        without = conn.request(describe_cluster, {"include_cluster_authorized_operations": False})
+        cluster_id = json.loads(zk.get("/cluster/id")[0])["id"]
+        controller = json.loads(zk.get("/controller")[0])["brokerid"]
+    finally:
+        zk.stop()
+        zk.close()
+        conn.close()
+    assert (with_ops.error_code, with_ops.cluster_id, with_ops.controller_id) == (0, cluster_id, controller)
+    assert [(b.broker_id, b.host, b.port) for b in with_ops.brokers] == [(1, host, int(port))]
+    # CREATE 5, ALTER 7, DESCRIBE 8, CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12
+    assert with_ops.cluster_authorized_operations == sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
+    assert without.cluster_authorized_operations == -2**31
+
+
+def test_broker_api_versions_and_get_offsets_tools(compat_cluster, capsys):
+    """``odradek broker-api-versions`` prints kafka-broker-api-versions.sh's block for the broker;
+    ``odradek get-offsets`` GetOffsetShell's topic:partition:offset lines for -1, -2 and a time."""
+    from odradek.client import Producer
+    from odradek.client import broker_api_versions_cli, get_offsets_cli
+
+    bootstrap, topic = compat_cluster.bootstrap_servers, "compat-get-offsets"
+    assert broker_api_versions_cli.main(["--bootstrap-server", bootstrap]) == 0
+    out = capsys.readouterr().out.splitlines()
+    host, port = bootstrap.split(",")[0].rsplit(":", 1)
+    assert out[0] == f"{host}:{port} (id: 1 rack: null) -> (" and out[-1] == ")"
+    lines = [ln.strip().rstrip(",") for ln in out[1:-1]]
+    assert lines[0] == "Produce(0): 0 to 9 [usable: 9]"
+    assert "ApiVersions(18): 0 to 3 [usable: 3]" in lines and "ElectLeaders(43): UNSUPPORTED" in lines
+    assert "DescribeCluster(60): 0 [usable: 0]" in lines and "OffsetDelete(47): 0 [usable: 0]" in lines
+
+    _create_topic(bootstrap, topic)
+    producer = Producer(bootstrap_servers=bootstrap, acks="all")
+    for i in range(9):   # partition p gets offsets 0..2 with timestamps 1000 + 10 * offset
+        producer.send(topic, b"v%d" % i, partition=i % PARTITIONS, timestamp_ms=1000 + 10 * (i // PARTITIONS))
+    producer.flush()
+    producer.close()
+
+    def offsets(*args: str) -> list[str]:
+        assert get_offsets_cli.main(["--broker-list", bootstrap, "--topic", topic, *args]) == 0
+        return capsys.readouterr().out.split()
+
+    assert offsets() == [f"{topic}:{p}:3" for p in range(PARTITIONS)]
+    assert offsets("--time", "-2", "--partitions", "1") == [f"{topic}:1:0"]
+    assert offsets("--time", "1015") == [f"{topic}:{p}:2" for p in range(PARTITIONS)]
+    assert offsets("--time", "5000") == [f"{topic}:{p}:" for p in range(PARTITIONS)]
+    assert get_offsets_cli.main(["--bootstrap-server", bootstrap, "--topic", "no-such-topic"]) == 1
+    assert capsys.readouterr().err.strip() == "Error: topic 'no-such-topic' does not exist"
+
+
+def test_describe_configs_with_confluent_and_kafka_python(compat_cluster):
+    """DescribeConfigs as admin clients use it: a topic's overrides (read from ZooKeeper) with
+    their source and synonyms, its defaults, the broker's settings with secrets hidden."""
+    from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewTopic, ResourceType
+    from kafka.admin import ConfigResource as KConfigResource, ConfigResourceType, KafkaAdminClient
+
+    bootstrap, topic = compat_cluster.bootstrap_servers, "compat-configs"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1, config={"retention.ms": "3600000", "cleanup.policy": "compact"})],
+                        operation_timeout=30)[topic].result(timeout=30)
+    from odradek.testing import wait_until
+    wait_until(lambda: topic in admin.list_topics(timeout=10).topics, 30, "the topic in the metadata")
+    [future] = admin.describe_configs([ConfigResource(ResourceType.TOPIC, topic)]).values()
+    entries = future.result(timeout=30)
+    retention = entries["retention.ms"]
+    assert (retention.value, retention.source, retention.is_read_only) == (
+        "3600000", ConfigSource.DYNAMIC_TOPIC_CONFIG.value, False)
+    assert [(s.name, s.value, s.source) for s in retention.synonyms.values()][:1] == [
+        ("retention.ms", "3600000", ConfigSource.DYNAMIC_TOPIC_CONFIG.value)]
+    assert entries["cleanup.policy"].value == "compact"
+    segment = entries["segment.bytes"]
+    assert (segment.value, segment.source) == ("1073741824", ConfigSource.DEFAULT_CONFIG.value)
+    assert set(entries) >= {"max.message.bytes", "min.insync.replicas", "message.timestamp.type"}
+
+    [future] = admin.describe_configs([ConfigResource(ResourceType.BROKER, "1")]).values()
+    broker = future.result(timeout=30)
+    assert (broker["broker.id"].value, broker["broker.id"].source) == ("1", ConfigSource.STATIC_BROKER_CONFIG.value)
+    assert broker["broker.id"].is_read_only
+    assert broker["sasl.jaas.config"].is_sensitive and broker["sasl.jaas.config"].value is None
+    assert broker["num.partitions"].source in (ConfigSource.DEFAULT_CONFIG.value, ConfigSource.STATIC_BROKER_CONFIG.value)
+
+    kadmin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        described = kadmin.describe_configs([KConfigResource(ConfigResourceType.TOPIC, topic)], config_filter="all",
+                                            include_synonyms=True)["topic"][topic]
+    finally:
+        kadmin.close()
+    assert {k: (v["value"], v["config_source"]) for k, v in described.items()
+            if v["config_source"] != "DEFAULT_CONFIG"} == {
+        "retention.ms": ("3600000", "DYNAMIC_TOPIC_CONFIG"), "cleanup.policy": ("compact", "DYNAMIC_TOPIC_CONFIG")}
+    assert described["segment.bytes"]["synonyms"] == [
+        {"name": "log.segment.bytes", "value": "1073741824", "source": "DEFAULT_CONFIG"}]
+    assert described["min.cleanable.dirty.ratio"]["config_type"] == "DOUBLE"
+
+
+def test_describe_log_dirs_with_kafka_python_and_the_cli(compat_cluster, capsys):
+    """DescribeLogDirs: the broker's log dir with each partition's size, through kafka-python's
+    admin and ``odradek log-dirs`` (kafka-log-dirs.sh's output)."""
+    from kafka.admin import KafkaAdminClient
+
+    from odradek.client import Producer
+    from odradek.client import log_dirs_cli
+    bootstrap, topic = compat_cluster.bootstrap_servers, "compat-log-dirs"
+    _create_topic(bootstrap, topic)
+    producer = Producer(bootstrap_servers=bootstrap, acks="all")
+    for i in range(PARTITIONS):
+        producer.send(topic, b"x" * 1000, partition=i)
+    producer.flush()
+    producer.close()
+    kadmin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        [answer] = kadmin.describe_log_dirs()
+    finally:
+        kadmin.close()
+    [log_dir] = answer["log_dirs"]
+    sizes = {(t["name"], p["partition_index"]): p["partition_size"] for t in log_dir["topics"] for p in t["partitions"]}
+    assert log_dir["error_code"] == 0 and all(sizes[(topic, p)] > 1000 for p in range(PARTITIONS))
+
+    assert log_dirs_cli.main(["--describe", "--bootstrap-server", bootstrap, "--topic-list", topic]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[:2] == ["Querying brokers for log directories information",
+                         "Received log directory information from brokers 1"]
+    [broker] = json.loads(lines[2])["brokers"]
+    [d] = broker["logDirs"]
+    assert broker["broker"] == 1 and d["logDir"] == log_dir["log_dir"] and d["error"] is None
+    assert sorted((p["partition"], p["size"], p["offsetLag"], p["isFuture"]) for p in d["partitions"]) == [
+        (f"{topic}-{p}", sizes[(topic, p)], 0, False) for p in range(PARTITIONS)]

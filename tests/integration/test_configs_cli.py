@@ -214,6 +214,20 @@ def test_topic_configs_through_zookeeper(secured):
     ok("--zookeeper", secured.zk_connect, "--alter", "--topic", topic, "--delete-config", "retention.ms")
     assert ok("--zookeeper", secured.zk_connect, "--describe", "--topic", topic) == (
         f"Configs for topic '{topic}' are cleanup.policy=compact,delete\n")
+    # what a broker answers DescribeConfigs with: ZooKeeper's overrides, read for the request
+    assert ok("--bootstrap-server", secured.plaintext, "--describe", "--topic", topic) == (
+        f"Dynamic configs for topic {topic} are:\n"
+        "  cleanup.policy=compact,delete sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:cleanup.policy=compact,delete, "
+        "DEFAULT_CONFIG:log.cleanup.policy=delete}\n")
+    everything = ok("--bootstrap-server", secured.plaintext, "--describe", "--topic", topic, "--all").splitlines()
+    assert everything[0] == f"All configs for topic {topic} are:"
+    assert "  segment.bytes=1073741824 sensitive=false synonyms={DEFAULT_CONFIG:log.segment.bytes=1073741824}" \
+        in everything
+    broker = ok("--bootstrap-server", secured.plaintext, "--describe", "--broker", "1", "--all").splitlines()
+    assert broker[0] == "All configs for broker 1 are:"
+    assert "  broker.id=1 sensitive=false synonyms={STATIC_BROKER_CONFIG:broker.id=1, DEFAULT_CONFIG:broker.id=-1}" \
+        in broker
+    assert any(line.startswith("  sasl.jaas.config=null sensitive=true") for line in broker)
     fails("--zookeeper", secured.zk_connect, "--alter", "--topic", unique("nope"), "--add-config", "retention.ms=1",
           fragment="does not exist")
     fails("--zookeeper", secured.zk_connect, "--alter", "--topic", topic, "--add-config", "retention.ms=soon",
@@ -332,6 +346,6 @@ def test_bootstrap_server_mode_over_sasl_with_a_command_config(secured, tmp_path
         f"Error retrieving SCRAM credential configs for user-principal '{ghost}': ResourceNotFoundException: "
         f"Attempt to describe a user credential that does not exist: {ghost}\n")
     fails(*common, "--alter", "--entity-type", "topics", "--entity-name", "t", "--add-config", "retention.ms=1",
-          fragment="use --zookeeper for topics")
+          fragment="UNKNOWN_TOPIC_OR_PARTITION")
     fails("--bootstrap-server", secured.sasl, "--command-config", str(tmp_path / "missing.properties"),
           "--describe", "--entity-type", "users", fragment="cannot read")

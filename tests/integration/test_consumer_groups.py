@@ -130,6 +130,13 @@ def test_consumer_groups_cli_describe_reset_delete(bootstrap, capsys):
     assert consumer_groups_cli.main(["--bootstrap-server", bootstrap, "--reset-offsets", "--group", "cli-group",
                                      "--topic", "clicks", "--to-earliest", "--execute"]) == 1
     assert "inactive" in capsys.readouterr().err
+    # so is deleting the offsets of a topic a member consumes (OffsetDelete: GROUP_SUBSCRIBED_TO_TOPIC)
+    assert consumer_groups_cli.main(["--bootstrap-server", bootstrap, "--delete-offsets", "--group", "cli-group",
+                                     "--topic", "clicks"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err.strip() == "Error: Encounter some partition level error, see the follow-up details:"
+    assert [ln.split(None, 2) for ln in captured.out.strip().splitlines()[1:]] == [
+        ["clicks", str(p), "Error: The consumer group is actively subscribed to the topic."] for p in range(3)]
     c.close()
 
     assert consumer_groups_cli.main(["--bootstrap-server", bootstrap, "--describe", "--group", "cli-group"]) == 0
@@ -155,6 +162,17 @@ def test_consumer_groups_cli_describe_reset_delete(bootstrap, capsys):
     again = []
     poll_until([c2], lambda: len(again) >= 30, sink=again)  # re-reads everything after the reset
     c2.close()
+
+    assert consumer_groups_cli.main(["--bootstrap-server", bootstrap, "--delete-offsets", "--group", "cli-group",
+                                     "--topic", "clicks:1"]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out[0] == "Request succeed for deleting offsets with topic clicks group cli-group"
+    assert [ln.split() for ln in out[2:]] == [["TOPIC", "PARTITION", "STATUS"], ["clicks", "1", "Successful"]]
+    with AdminClient(bootstrap_servers=bootstrap) as admin:
+        assert sorted(tp.partition for tp in admin.list_consumer_group_offsets("cli-group")) == [0, 2]
+    assert consumer_groups_cli.main(["--bootstrap-server", bootstrap, "--delete-offsets", "--group", "nobody",
+                                     "--topic", "clicks"]) == 1
+    assert capsys.readouterr().err.strip() == "Error: 'nobody' does not exist."
 
     assert consumer_groups_cli.main(["--bootstrap-server", bootstrap, "--delete", "--group", "cli-group"]) == 0
     assert "was successful" in capsys.readouterr().out

@@ -160,9 +160,14 @@ def test_preferred_election_cli_restores_leadership_after_restart(cluster_factor
     bounce_broker_1(c, "pref")
     assert {p: state(c.zk, "pref", p)["leader"] for p in (0, 3)} == {0: 2, 3: 3}   # not preferred
 
+    # through a broker (ElectLeaders on the controller) for one partition, through ZooKeeper for the rest
+    out = ok(c, "leader-election", "--bootstrap-server", c.bootstrap_servers, "--election-type", "PREFERRED",
+             "--topic", "pref", "--partition", "0")
+    assert out == "Successfully completed leader election (PREFERRED) for partitions pref-0\n"
+    assert state(c.zk, "pref", 0)["leader"] == 1
     out = ok(c, "leader-election", "--preferred", "--all-topic-partitions")
-    assert "Successfully completed leader election (PREFERRED) for partitions pref-0, pref-3\n" in out
-    assert "Valid replica already elected for partitions pref-1, pref-2\n" in out
+    assert "Successfully completed leader election (PREFERRED) for partitions pref-3\n" in out
+    assert "Valid replica already elected for partitions pref-0, pref-1, pref-2\n" in out
     assert not c.zk.exists(zn.PreferredReplicaElectionZNode.path)
     after = states(c.zk, "pref", 4)
     assert [after[p]["leader"] for p in range(4)] == [1, 2, 3, 1]
@@ -184,7 +189,7 @@ def test_preferred_election_cli_errors(cluster_factory, tmp_path):
     one_line_error(odradek(c, "leader-election", "--preferred"), "One and only one")
     one_line_error(odradek(c, "leader-election", "--preferred", "--topic", "perr"), "[partition]")
     one_line_error(odradek(c, "leader-election", "--election-type", "unclean", "--all-topic-partitions"),
-                   "only 'preferred'")
+                   "give --bootstrap-server")
     r = odradek(c, "leader-election", "--preferred", "--topic", "perr", "--partition", "7")
     one_line_error(r, "1 replica(s) could not be elected")
     assert "Error completing leader election (PREFERRED) for partition: perr-7" in r.stdout
@@ -202,6 +207,13 @@ def test_preferred_election_cli_errors(cluster_factory, tmp_path):
     one_line_error(r, "1 replica(s) could not be elected")
     assert "perr-0: preferred replica 2 is not alive" in r.stdout
     assert not c.zk.exists(zn.PreferredReplicaElectionZNode.path)
+    # the same through a broker: Kafka's exception names; an unclean election is not needed (1 leads)
+    admin = ("leader-election", "--bootstrap-server", c.bootstrap_servers, "--path-to-json-file", str(good))
+    r = odradek(c, *admin, "--election-type", "preferred")
+    one_line_error(r, "1 replica(s) could not be elected")
+    assert "Error completing leader election (PREFERRED) for partition: perr-0: " \
+        "PreferredLeaderNotAvailableException: " in r.stdout
+    assert ok(c, *admin, "--election-type", "unclean") == "Valid replica already elected for partitions perr-0\n"
 
 
 

@@ -22,6 +22,11 @@ d. Coordinator failover: the broker leading the transaction's __transaction_stat
    drops its queued EndTxn/AddPartitionsToTxn when the cached coordinator refuses
    connections, so commit_transaction never returns: with it the test does what an
    application's watchdog would, a new producer with the same transactional.id takes over.
+e. Coordinator and output leader at once: the output topic is created with the coordinator as
+   partition 0's preferred leader, and that broker is kill -9'd inside (or just after) a
+   consume-transform-produce commit. The new coordinator sends the markers to the new leaders:
+   the producer's next transaction commits within FAILOVER_BOUND_S of the kill (far below
+   transaction.timeout.ms), and read_committed readers see every acknowledged committed record.
 
 Every record under test is followed by a non-transactional END record per partition;
 readers stop at it, so a read_committed reader reaching it proves the last stable offset
@@ -38,8 +43,8 @@ from collections import Counter
 
 import pytest
 
-from eos_support import (EOS_OVERRIDES, Loops, create_topic, part_state, read_until_end, txn_coordinator,
-                         wait_until, write_end_markers)
+from eos_support import (EOS_OVERRIDES, Loops, create_topic, find_coordinator, full_isr, leader_of, part_state,
+                         read_until_end, txn_coordinator, wait_until, write_end_markers)
 from groups_support import committed, produce, wait_for_coordinator
 from odradek_test_support import _failed
 
@@ -97,7 +102,8 @@ def all_replicas_in_sync(cluster) -> bool:
 
 
 # ------------------------------------------------------------------ transactional producers
-# Both adapters: init(), begin(), send(topic, value, partition), flush(), commit(), abort(), close().
+# Both adapters: init(), begin(), send(topic, value, partition), flush(), send_offsets(topic, offsets, group),
+# commit(), abort(), close().
 
 class ConfluentTxn:
     client = "confluent-kafka"
@@ -105,6 +111,7 @@ class ConfluentTxn:
     def __init__(self, bootstrap: str, transactional_id: str, timeout_ms: int = 60000):
         import confluent_kafka as ck
         self.ck = ck
+        self.bootstrap = bootstrap
         self.errors: list = []
         self.p = ck.Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id,
                               "transaction.timeout.ms": timeout_ms, "linger.ms": 5, "request.timeout.ms": 10000,
@@ -124,6 +131,15 @@ class ConfluentTxn:
     def flush(self) -> None:
         left = self.p.flush(60)
         assert left == 0 and not self.errors, f"confluent-kafka: {left} undelivered, errors {self.errors[:3]}"
+
+    def send_offsets(self, topic: str, offsets: dict[int, int], group: str) -> None:
+        """The group's next offsets of ``topic`` as part of the transaction (send_offsets_to_transaction)."""
+        member = self.ck.Consumer({"bootstrap.servers": self.bootstrap, "group.id": group})
+        try:
+            self.p.send_offsets_to_transaction([self.ck.TopicPartition(topic, p, o) for p, o in offsets.items()],
+                                               member.consumer_group_metadata(), 60)
+        finally:
+            member.close()
 
     def commit(self) -> None:
         self.p.commit_transaction(120)
@@ -164,6 +180,12 @@ class KafkaPythonTxn:
         futures, self.futures = self.futures, []
         for f in futures:
             f.get(timeout=60)
+
+    def send_offsets(self, topic: str, offsets: dict[int, int], group: str) -> None:
+        from kafka import TopicPartition
+        from kafka.structs import OffsetAndMetadata
+        self.p.send_offsets_to_transaction({TopicPartition(topic, p): OffsetAndMetadata(o, "", -1)
+                                            for p, o in offsets.items()}, group)
 
     def commit(self) -> None:
         self.p.commit_transaction()
@@ -515,3 +537,173 @@ def _commit_or_recover(producer, make, cluster, txn_id: str, outcome: dict) -> N
         raise
     finally:
         successor.close()
+
+
+# ------------------------------------------------------------------ e. coordinator that also leads the output
+
+FAILOVER_TXN_TIMEOUT_MS = 120000   # transaction.timeout.ms of the producer under test
+FAILOVER_BOUND_S = 30.0            # kill -9 -> transaction complete; far below transaction.timeout.ms
+LEAD_CASES = [("confluent-kafka", "mid_commit"), ("confluent-kafka", "commit_returned"),
+              ("kafka-python", "commit_returned")]
+
+
+def _create_topic_led_by(cluster, topic: str, leader: int, follower_led: int) -> None:
+    """Two partitions, RF 3, min.insync.replicas=2: ``leader`` is partition 0's preferred (so first)
+    leader, ``follower_led`` partition 1's; waits for those leaders and a full ISR."""
+    from odradek.client import AdminClient, NewTopic
+    rest = [b for b in sorted(cluster.brokers) if b not in (leader, follower_led)]
+    assignment = {0: [leader, follower_led, *rest], 1: [follower_led, *rest, leader]}
+    with AdminClient(bootstrap_servers=cluster.bootstrap_servers) as admin:
+        admin.create_topics([NewTopic(topic, replica_assignments=assignment,
+                                      topic_configs={"min.insync.replicas": "2"})])
+    wait_until(lambda: full_isr(cluster, topic, 2) and [leader_of(cluster, topic, p) for p in (0, 1)]
+               == [leader, follower_led], 90, f"{topic}: leaders {leader}, {follower_led} and a full ISR")
+
+
+def _settled_coordinator(cluster, key: str, internal_topic: str, lookup) -> int | None:
+    """``key``'s coordinator (``lookup(cluster, key)``) if it is the preferred (first) replica of
+    ``key``'s partition of ``internal_topic``, else None: the controller's preferred-leader
+    rebalance cannot move such a coordinator while the test runs."""
+    import json
+
+    from odradek.broker.group.offsets import partition_for
+    coordinator = wait_until(lambda: lookup(cluster, key), 60, f"a coordinator for {key}")
+    assignment = json.loads(cluster.zk.get(f"/brokers/topics/{internal_topic}")[0])["partitions"]
+    return coordinator if assignment[str(partition_for(key, len(assignment)))][0] == coordinator else None
+
+
+def _pick_keys(cluster, tag: str) -> tuple[str, str, int]:
+    """(transactional id, group id, the transactional id's coordinator): both coordinators settled,
+    the group's on another broker. librdkafka's send_offsets_to_transaction blocks for ever, past
+    its timeout, once the broker it cached as the group coordinator has left the metadata
+    (librdkafka issues 5456 and 5511): the broker the test kills must not coordinate the group."""
+    candidates = range(50)
+    for n in candidates:
+        txn_id = f"lead-{tag}-{n}"
+        victim = _settled_coordinator(cluster, txn_id, "__transaction_state", txn_coordinator)
+        if victim is not None:
+            break
+    else:
+        raise AssertionError(f"no transactional id lead-{tag}-0..49 has a settled coordinator")
+    for n in candidates:
+        group = f"lead-{tag}-group-{n}"
+        if _settled_coordinator(cluster, group, "__consumer_offsets", find_coordinator) not in (None, victim):
+            return txn_id, group, victim
+    raise AssertionError(f"no group lead-{tag}-group-0..49 has a settled coordinator other than broker {victim}")
+
+
+def _commit_as_an_application(producer, deadline: float) -> dict[str, object]:
+    """confluent-kafka's commit_transaction, called again while its error is retriable, and
+    abort_transaction if the error requires it (librdkafka's documented pattern)."""
+    ck = producer.ck
+    while True:
+        try:
+            producer.p.commit_transaction(max(1.0, deadline - time.monotonic()))
+            return {"committed": True}
+        except ck.KafkaException as exc:
+            err = exc.args[0]
+            if err.retriable() and time.monotonic() < deadline:
+                continue
+            if not err.txn_requires_abort():
+                return {"commit_error": repr(err)}   # fatal (the issue saw INVALID_TXN_STATE)
+            try:
+                producer.p.abort_transaction(max(1.0, deadline - time.monotonic()))
+                return {"aborted": repr(err)}
+            except ck.KafkaException as abort_exc:
+                return {"commit_error": repr(err), "abort_error": repr(abort_exc.args[0])}
+
+
+@pytest.mark.parametrize(("client", "kill_point"), LEAD_CASES)
+def test_commit_completes_when_coordinator_and_output_leader_is_killed(cluster, client, kill_point):
+    """Issue 15: the broker kill -9'd is both the transaction coordinator and partition 0's leader,
+    with a consume-transform-produce commit (output records + the group's offsets) in progress.
+    The new coordinator must send its markers to the partitions' new leaders: the transaction
+    completes (visible to read_committed, or cleanly aborted) within seconds of the election,
+    nothing acknowledged is lost, and the producer's next transaction commits."""
+    rng = random.Random(f"{SEED}-{client}-{kill_point}-lead")
+    tag = f"{client.replace('-', '')}-{kill_point.split('_')[0]}"
+    in_topic, out_topic = f"txn-lead-in-{tag}", f"txn-lead-out-{tag}"
+    bootstrap = cluster.bootstrap_servers
+    txn_id, group, victim = _pick_keys(cluster, tag)
+    _create_topic_led_by(cluster, out_topic, victim, next(b for b in sorted(cluster.brokers) if b != victim))
+    create_topic(cluster, in_topic, 1)
+    inputs = [str(i) for i in range(18)]
+    produce(cluster, in_topic, inputs)
+    # three transactions of six input records each: a warm-up (times a commit), the one the kill
+    # hits, and the next one (through the new coordinator); record i goes to partition i % 2
+    txns = [[(i, b"%d" % (2 * i)) for i in range(n, n + 6)] for n in (0, 6, 12)]
+    make = TXN_PRODUCERS[client]
+    producer = make(bootstrap, txn_id, timeout_ms=FAILOVER_TXN_TIMEOUT_MS)
+    outcome: dict[str, object] = {}
+    timings: dict[str, float] = {}
+    killed = False
+    ctx = f"({client}, {kill_point}, coordinator and partition-0 leader broker {victim}, EOS_TEST_SEED={SEED})"
+
+    def run_transaction(n: int) -> None:
+        producer.begin()
+        for i, value in txns[n]:
+            producer.send(out_topic, value, i % 2)
+        producer.flush()   # every record acknowledged
+        producer.send_offsets(in_topic, {0: txns[n][-1][0] + 1}, group)
+
+    try:
+        producer.init()
+        run_transaction(0)
+        started = time.monotonic()
+        producer.commit()
+        commit_s = time.monotonic() - started
+        assert txn_coordinator(cluster, txn_id) == victim, f"the coordinator moved before the kill {ctx}"
+        run_transaction(1)
+        if kill_point == "commit_returned":  # PrepareCommit is durable, the markers are on their way
+            producer.commit()
+            outcome["committed"] = True
+            cluster.kill_broker(victim)
+            killed_at = time.monotonic()
+        else:
+            deadline = time.monotonic() + FAILOVER_BOUND_S + 30
+            committer = threading.Thread(target=lambda: outcome.update(_commit_as_an_application(producer, deadline)),
+                                         daemon=True)
+            committer.start()
+            time.sleep(rng.uniform(0.0, 1.5 * commit_s))  # a random point inside commit_transaction, not a wait
+            cluster.kill_broker(victim)
+            killed_at = time.monotonic()
+        killed = True
+        wait_until(lambda: leader_of(cluster, out_topic, 0) not in (victim, -1), FAILOVER_BOUND_S,
+                   f"a new leader for {out_topic}-0 {ctx}")
+        timings["election"] = time.monotonic() - killed_at
+        if kill_point == "mid_commit":
+            committer.join(max(0.0, deadline - time.monotonic()))
+            assert not committer.is_alive(), f"commit_transaction still running {FAILOVER_BOUND_S + 30} s on {ctx}"
+            timings["commit_returned"] = time.monotonic() - killed_at
+            assert "commit_error" not in outcome, f"the transaction failed instead of completing: {outcome} {ctx}"
+        if client == "kafka-python":
+            # kafka-python drops requests queued for a coordinator that refuses connections (see
+            # test_committed_transaction_survives_coordinator_kill): a new producer takes over; its
+            # init_transactions returns once the interrupted commit is complete
+            producer.close()
+            producer = make(bootstrap, txn_id, timeout_ms=FAILOVER_TXN_TIMEOUT_MS)
+            producer.init()
+        # the next transaction commits only once the coordinator completed this one (until then
+        # it answers CONCURRENT_TRANSACTIONS): its commit returning is the completion time
+        run_transaction(2)
+        producer.commit()
+        timings["complete"] = time.monotonic() - killed_at
+    finally:
+        producer.close()
+        if killed:
+            _restart(cluster, victim)
+
+    resumed = any(f"resuming commit of {txn_id} after loading" in b.log_path.read_text(errors="replace")
+                  for i, b in cluster.brokers.items() if i != victim)
+    ctx = f"{ctx} outcome {outcome}, kill -> election {timings['election']:.1f} s, " \
+          f"kill -> complete {timings['complete']:.1f} s, new coordinator resumed the commit: {resumed}"
+    assert timings["complete"] < FAILOVER_BOUND_S, f"the transaction completed too late {ctx}"
+    visible = [txns[0], txns[1], txns[2]] if outcome.get("committed") else [txns[0], txns[2]]
+    want = {p: [v for t in visible for i, v in t if i % 2 == p] for p in (0, 1)}
+    write_end_markers(bootstrap, out_topic, 2)
+    for reader in ("confluent-kafka", "kafka-python"):
+        got = values_of(read_until_end(reader, bootstrap, out_topic, 2, "read_committed"))
+        assert got == want, f"{reader}: read_committed saw {got}, expected {want} {ctx}"
+    offsets = wait_until(lambda: committed(cluster, group, in_topic, 1), 30, f"{group}'s offsets {ctx}")
+    assert offsets == {0: 18}, f"{group}'s committed offsets are {offsets} {ctx}"
+    print(f"\n{ctx}")

@@ -1,7 +1,11 @@
 """Log compaction of a compacted topic on 3 brokers: many updates per key shrink to (about)
 the latest value per key, a consumer reading from the beginning sees the latest state, and a
-record without a key is refused (INVALID_RECORD)."""
+record without a key is refused (INVALID_RECORD), also by the follower that takes over (its log
+was created with the topic's config from ZooKeeper, not the broker's ``delete`` default)."""
 from __future__ import annotations
+
+import json
+import signal
 
 import pytest
 
@@ -56,3 +60,17 @@ def test_compacted_topic_keeps_the_latest_value_per_key(cluster_factory):
                        len(recs) <= 3 * KEYS and recs, 120, "the compacted log to shrink")
     assert dict(state) == latest   # last write per key wins, nothing lost
     print(f"\ncompaction: {total} records -> {len(state)} for {KEYS} keys")
+
+    def leader() -> int:
+        return json.loads(cluster.zk.get(f"/brokers/topics/{topic}/partitions/0/state")[0])["leader"]
+    old = leader()
+    cluster.kill_broker(old, sig=signal.SIGTERM)   # controlled shutdown: a follower leads at once
+    wait_until(lambda: leader() not in (old, -1), 60, "a follower to take over")
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, acks="all", retries=5)
+    try:
+        producer.send(topic, key=b"user-0", value=b"after failover", partition=0).get(timeout=60)
+        with pytest.raises(KafkaError) as info:
+            producer.send(topic, key=None, value=b"no key", partition=0).get(timeout=60)
+        assert isinstance(info.value, InvalidRecordError), info.value
+    finally:
+        producer.close(10)

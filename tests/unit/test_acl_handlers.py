@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from odradek.broker.apis import (create_acls, create_topics, delete_acls, describe_acls, fetch, find_coordinator,
+from odradek.broker.apis import (create_acls, create_topics, delete_acls, describe_acls, describe_cluster,
+                                 describe_configs, fetch, find_coordinator, offset_delete,
                                  init_producer_id, join_group, leader_and_isr, metadata, produce, stop_replica,
                                  update_metadata)
 from odradek.broker.security.authorizer import AclAuthorizer
@@ -125,3 +126,20 @@ def test_acl_apis_need_the_cluster_and_an_authorizer(broker):
     assert call(broker, describe_acls, 2, flt).error_code == ErrorCode.SECURITY_DISABLED
     assert call(broker, create_acls, 2, {"creations": [creation]}).results[0].error_code == \
         ErrorCode.SECURITY_DISABLED
+
+
+def test_admin_apis_of_issue_16(broker):
+    """DescribeConfigs: DescribeConfigs on the topic / the Cluster, refused resources last;
+    DescribeCluster: the Cluster operations the principal holds (0 without Describe);
+    OffsetDelete: Delete on the group, then Read on each topic."""
+    body = {"resources": [{"resource_type": 4, "resource_name": "1", "configuration_keys": None},
+                          {"resource_type": 2, "resource_name": "ok", "configuration_keys": None}]}
+    broker.ctx.authorizer.apply(allow(Op.DESCRIBE_CONFIGS, RT.TOPIC, "ok"))
+    results = call(broker, describe_configs, 2, body).results
+    assert [(r.resource_name, r.error_code) for r in results] == [("ok", 0), ("1", ErrorCode.CLUSTER_AUTHORIZATION_FAILED)]
+    ops = {"include_cluster_authorized_operations": True}
+    assert call(broker, describe_cluster, 0, ops).cluster_authorized_operations == 0
+    broker.ctx.authorizer.apply(allow(Op.ALTER, RT.CLUSTER, CLUSTER_NAME))   # Alter implies Describe
+    assert call(broker, describe_cluster, 0, ops).cluster_authorized_operations == (1 << 7) | (1 << 8)
+    delete = {"group_id": "g", "topics": [{"name": "ok", "partitions": [{"partition_index": 0}]}]}
+    assert call(broker, offset_delete, 0, delete).error_code == ErrorCode.GROUP_AUTHORIZATION_FAILED

@@ -7,7 +7,7 @@ import pytest
 from twisted.internet import defer
 
 from odradek.broker.apis import (delete_groups, describe_groups, find_coordinator, heartbeat, join_group,
-                                 leave_group, list_groups, offset_commit, offset_fetch, sync_group)
+                                 leave_group, list_groups, offset_commit, offset_delete, offset_fetch, sync_group)
 from odradek.broker.apis.group_common import client_host
 from odradek.broker.apis.context import RequestContext
 from odradek.broker.group.offsets import GROUP_METADATA_TOPIC, partition_for
@@ -127,7 +127,7 @@ def test_group_apis_are_advertised():
     ranges = {k["api_key"]: (k["min_version"], k["max_version"]) for k in advertised_api_versions()}
     assert ranges[10] == (0, 2) and ranges[11] == (0, 5) and ranges[12] == (0, 3)
     assert ranges[13] == (0, 3) and ranges[14] == (0, 3) and ranges[8] == (0, 7)
-    assert ranges[9] == (0, 5) and ranges[15] == (0, 4) and ranges[16] == (0, 2) and ranges[42] == (0, 1)
+    assert ranges[9] == (0, 7) and ranges[15] == (0, 4) and ranges[16] == (0, 4) and ranges[42] == (0, 1)
 
 
 def test_client_host_is_formatted_like_kafka():
@@ -404,6 +404,10 @@ def test_list_describe_delete(broker):
     assert g0.authorized_operations == (1 << 3) | (1 << 6) | (1 << 8)
     assert (unknown.error_code, unknown.group_state) == (0, "Dead")
     assert call(broker, describe_groups, 2, {"groups": ["g0"]}).groups[0].group_state == "Stable"
+    listed = {g.group_id: g.group_state for g in call(broker, list_groups, 4, {"states_filter": []}).groups}
+    assert listed == {"g0": "Stable", "g1": "Empty"}
+    for states, expected in ((["Stable"], {"g0"}), (["Empty", "Dead"], {"g1"}), (["stable"], set())):
+        assert {g.group_id for g in call(broker, list_groups, 4, {"states_filter": states}).groups} == expected
     results = call(broker, delete_groups, 1, {"groups_names": ["g0", "g1", "zz"]}).results
     assert [(r.group_id, r.error_code) for r in results] == [
         ("g0", E.NON_EMPTY_GROUP), ("g1", 0), ("zz", E.GROUP_ID_NOT_FOUND)]
@@ -602,3 +606,49 @@ def test_log_cleaner_service_runs_one_pass_at_a_time(tmp_path):
         assert stopped.called
     finally:
         b.close()
+
+
+def test_offset_delete_as_kafka_2_8(broker, monkeypatch):
+    """OffsetDelete v0: an Empty group loses the offsets asked for; a consumer group with members
+    keeps those of topics a member subscribes to (GROUP_SUBSCRIBED_TO_TOPIC) and loses the rest;
+    unknown partitions and groups get Kafka's errors."""
+    import sys
+    from odradek.broker.group.assignment_protocol import encode_subscription
+    this = sys.modules[__name__]
+
+    def consumer(group: str, topics: list[str]) -> str:
+        monkeypatch.setattr(this, "PROTOCOLS", [{"name": "range", "metadata": encode_subscription(topics)}])
+        return stable_member(broker, group)
+
+    def delete(group: str, tps: list[tuple[str, int]]):
+        resp = call(broker, offset_delete, 0, {"group_id": group, "topics": [
+            {"name": t, "partitions": [{"partition_index": p}]} for t, p in tps]})
+        return resp.error_code, {(t.name, q.partition_index): q.error_code for t in resp.topics for q in t.partitions}
+
+    def committed(group: str) -> set[tuple[str, int]]:
+        resp = call(broker, offset_fetch, 7, {"group_id": group, "topics": None, "require_stable": False})
+        return {(t.name, q.partition_index) for t in resp.topics for q in t.partitions}
+
+    reader = consumer("g0", ["t"])
+    call(broker, offset_commit, 2, commit_body("g0", reader, 1, {("t", 0): 5, ("t", 1): 6}))
+    other = consumer("g2", ["elsewhere"])
+    call(broker, offset_commit, 2, commit_body("g2", other, 1, {("t", 1): 7}))
+    call(broker, offset_commit, 2, commit_body("g1", "", -1, {("t", 0): 1, ("t", 1): 2}))
+    broker.settle()
+
+    assert delete("g0", [("t", 0), ("nope", 0), ("t", 9)]) == (0, {
+        ("t", 0): E.GROUP_SUBSCRIBED_TO_TOPIC, ("nope", 0): E.UNKNOWN_TOPIC_OR_PARTITION,
+        ("t", 9): E.UNKNOWN_TOPIC_OR_PARTITION})
+    assert committed("g0") == {("t", 0), ("t", 1)}
+    assert delete("g2", [("t", 1)]) == (0, {("t", 1): 0}) and committed("g2") == set()
+    assert delete("g1", [("t", 0)]) == (0, {("t", 0): 0}) and committed("g1") == {("t", 1)}
+    assert delete("zz", [("t", 0)]) == (E.GROUP_ID_NOT_FOUND, {})
+    assert delete("", [("t", 0)]) == (E.INVALID_GROUP_ID, {})
+    # the tombstones reached __consumer_offsets: a restarted coordinator loads the same
+    broker.settle()
+    broker.service.shutdown()
+    broker.service = GroupCoordinatorService(broker.config, broker.rm, broker.clock)
+    broker.ctx.group_coordinator = broker.service.coordinator
+    broker.service.startup()
+    broker.settle()
+    assert committed("g1") == {("t", 1)} and committed("g2") == set() and committed("g0") == {("t", 0), ("t", 1)}

@@ -134,3 +134,26 @@ def test_auto_rebalance_moves_leaders_of_imbalanced_brokers_only():
     run(core.on_controller_failover(2, 0))
     core.ctx.shutting_down.add(1)
     assert run(core.check_and_trigger_auto_leader_rebalance(10)) == {}
+
+
+def test_elect_leaders_from_an_admin_preferred_and_unclean():
+    """ElectLeaders' decisions per partition (Kafka's processReplicaLeaderElection)."""
+    from odradek.protocol.errors import ErrorCode as E
+    zk, ch, core = make_preferred(
+        brokers=(1, 2),
+        topics={"t": {0: [1, 2], 1: [2, 1], 2: [1, 2]}, "dead": {0: [3, 1]}, "gone": {0: [1, 2]}},
+        states={("t", 0): S(2, 3, [2, 1], 1, 0), ("t", 1): S(2, 0, [2, 1], 1, 0), ("t", 2): S(2, 1, [2], 1, 0),
+                ("dead", 0): S(3, 0, [3], 1, 0), ("gone", 0): S(2, 0, [2, 1], 1, 0)})
+    run(core.on_controller_failover(2, 0))
+    assert zk.states[("dead", 0)].leader == -1          # its only ISR member, 3, is gone: offline
+    core.ctx.topics_to_delete.add("gone")
+    asked = [("t", 0), ("t", 1), ("t", 2), ("dead", 0), ("gone", 0), ("nope", 0)]
+    res = run(core.elect_leaders(asked, unclean=False))
+    assert {tp: r[0] for tp, r in res.items()} == {
+        ("t", 0): E.NONE, ("t", 1): E.ELECTION_NOT_NEEDED, ("t", 2): E.PREFERRED_LEADER_NOT_AVAILABLE,
+        ("dead", 0): E.PREFERRED_LEADER_NOT_AVAILABLE, ("gone", 0): E.INVALID_TOPIC_EXCEPTION,
+        ("nope", 0): E.UNKNOWN_TOPIC_OR_PARTITION}
+    assert res[("t", 0)][2] == 1 == zk.states[("t", 0)].leader
+    res = run(core.elect_leaders([("dead", 0), ("t", 1)], unclean=True))
+    assert res == {("dead", 0): (E.NONE, None, 1), ("t", 1): (E.ELECTION_NOT_NEEDED, None, -1)}
+    assert (zk.states[("dead", 0)].leader, zk.states[("dead", 0)].isr) == (1, [1])

@@ -483,3 +483,19 @@ def test_failover_loads_committed_but_not_aborted_txn_offsets(broker):
     # the still open transaction of producer 4 commits on the new coordinator
     assert marker(broker, "g0", True, pid=4) == [0]
     assert fetch_offsets(broker, "g0") == {("t", 0): (10, "m10"), ("t", 1): (30, "m30")}
+
+
+def test_offset_fetch_v7_require_stable_waits_for_pending_txn_offsets(broker):
+    """KIP-447: with require_stable, a partition whose transactional offset commit is pending
+    answers UNSTABLE_OFFSET_COMMIT (the consumer retries) until the marker settles it."""
+    assert txn_commit_call(broker, 3, txn_body(offsets={("t", 0): 5})) == {("t", 0): 0}
+
+    def fetch(version: int, stable: bool) -> tuple[int, int]:
+        body = {"group_id": "g0", "topics": [{"name": "t", "partition_indexes": [0]}], "require_stable": stable}
+        [q] = call(broker, offset_fetch, version, body).topics[0].partitions
+        return q.committed_offset, q.error_code
+
+    assert fetch(7, True) == (-1, E.UNSTABLE_OFFSET_COMMIT)
+    assert fetch(7, False) == (-1, 0) and fetch(6, False) == (-1, 0)
+    assert marker(broker, "g0", True) == [0]
+    assert fetch(7, True) == (5, 0)

@@ -66,7 +66,10 @@ def test_offsets_assigned_contiguously_and_round_trip(tmp_path):
 def test_client_base_offset_is_rewritten_and_bytes_otherwise_kept(tmp_path):
     log = make_log(tmp_path)
     log.append_as_leader(batch(2), 0)
-    raw = batch(3, base_offset=999)
+    with pytest.raises(KafkaError) as refused:   # Kafka: a client's batch starts at baseOffset 0
+        log.append_as_leader(batch(3, base_offset=999), 7)
+    assert refused.value.code == ErrorCode.INVALID_RECORD and log.log_end_offset == 2
+    raw = batch(3)
     log.append_as_leader(raw, 7)
     stored = log.read(2, 1 << 20)
     assert stored[rb.CRC_START - 5:] == raw[rb.CRC_START - 5:]  # magic, crc and everything after unchanged
@@ -345,7 +348,7 @@ def test_truncate_to_and_epochs(tmp_path):
 
 @settings(max_examples=25, deadline=None)
 @given(st.lists(st.tuples(st.integers(1, 5), st.integers(0, 120)), min_size=1, max_size=25),
-       st.integers(200, 3000), st.integers(0, 400))
+       st.integers(800, 3000), st.integers(0, 400))  # segment.bytes holds the largest batch (~720 B)
 def test_property_every_offset_readable(tmp_path_factory, appends, segment_bytes, max_bytes):
     tmp = tmp_path_factory.mktemp("prop")
     log = make_log(tmp, segment_bytes=segment_bytes, index_interval_bytes=64)

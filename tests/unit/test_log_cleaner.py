@@ -520,8 +520,8 @@ _updates = st.lists(st.tuples(st.integers(0, 12), st.one_of(st.none(), st.binary
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(batches=st.lists(_updates.map(lambda u: u[:8]), min_size=1, max_size=25),
-       segment_bytes=st.integers(150, 1500), codec=st.sampled_from([compression.NONE, compression.LZ4]),
+@given(batches=st.lists(_updates.map(lambda u: u[:8]), min_size=1, max_size=25),  # batches <= ~420 B
+       segment_bytes=st.integers(450, 1500), codec=st.sampled_from([compression.NONE, compression.LZ4]),
        passes=st.integers(1, 3))
 def test_property_cleaning_preserves_latest_per_key(tmp_path_factory, batches, segment_bytes, codec, passes):
     clock = real_clock()

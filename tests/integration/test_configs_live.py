@@ -1,0 +1,181 @@
+"""Topic configs changed on a running cluster take effect on every broker within seconds, with no
+restart, whichever way they are changed: AlterConfigs (confluent-kafka), IncrementalAlterConfigs
+(confluent-kafka and kafka-python), ``odradek topics --alter`` and ``odradek configs --zookeeper``.
+
+Invariant: one module-scoped 2-broker cluster; each test its own topic of 2 partitions, partition
+0 led by broker 1 and partition 1 by broker 2, so an effect seen on both partitions was applied
+by both brokers. Effects are what a producer or consumer sees (a broker's answer), never a
+reading of the configuration itself.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from odradek.client import AdminClient, ErrorCode, KafkaError, NewTopic, Producer, TopicPartition
+from odradek.client.consumer import Consumer
+from odradek.testing import wait_until
+
+pytestmark = pytest.mark.integration
+
+ODRADEK = os.path.join(os.path.dirname(sys.executable), "odradek")
+BOTH = (0, 1)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    from odradek.zk.cluster import LocalCluster
+    c = LocalCluster(tmp_path_factory.mktemp("configs-live"), zookeepers=1, brokers=2,
+                     overrides={"log.retention.check.interval.ms": "300", "replica.lag.time.max.ms": "1000",
+                                "auto.leader.rebalance.enable": "false"})
+    c.start()
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+def topic_on_both(cluster, name: str, configs: dict[str, str] | None = None) -> str:
+    with AdminClient(bootstrap_servers=cluster.bootstrap_servers) as admin:
+        admin.create_topics([NewTopic(name, topic_configs=configs or {}, replica_assignments={0: [1, 2], 1: [2, 1]})])
+        wait_until(lambda: all(p["leader"] == p["replicas"][0] for p in admin.describe_topics([name])[0]["partitions"])
+                   and len(admin.describe_topics([name])[0]["partitions"]) == 2, 60, f"leaders of {name}")
+    return name
+
+
+def produce_error(cluster, topic: str, partition: int, value: bytes, key: bytes | None = b"k", **config) -> int:
+    """The error code the partition's leader answers a produce of one record with (0: appended)."""
+    producer = Producer(bootstrap_servers=cluster.bootstrap_servers, retries=0, enable_idempotence=False,
+                        linger_ms=0, **config)
+    try:
+        producer.send(topic, value, key=key, partition=partition).get(timeout=30)
+        return 0
+    except KafkaError as e:
+        return int(e.code)
+    finally:
+        producer.close()
+
+
+def eventually_on_both(cluster, topic: str, expected: int, value: bytes, key: bytes | None = b"k", **config) -> None:
+    for p in BOTH:
+        wait_until(lambda p=p: produce_error(cluster, topic, p, value, key, **config) == expected, 30,
+                   f"{topic}-{p} (broker {p + 1} leads it) to answer a produce with error {expected}")
+
+
+def odradek(cluster, *args: str) -> str:
+    r = subprocess.run([ODRADEK, *args], capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "ODRADEK_ZOOKEEPER": cluster.zookeeper_connect})
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    return r.stdout
+
+
+def test_alter_configs_from_confluent_kafka_applies_live(cluster):
+    from confluent_kafka.admin import AdminClient as RdAdmin, ConfigResource, ResourceType
+    topic = topic_on_both(cluster, "live-legacy")
+    eventually_on_both(cluster, topic, 0, b"x" * 5000)
+    admin = RdAdmin({"bootstrap.servers": cluster.bootstrap_servers})
+    [f] = admin.alter_configs([ConfigResource(ResourceType.TOPIC, topic,
+                                              set_config={"max.message.bytes": "2000"})]).values()
+    f.result(timeout=30)
+    eventually_on_both(cluster, topic, ErrorCode.MESSAGE_TOO_LARGE, b"x" * 5000)
+    assert all(produce_error(cluster, topic, p, b"x" * 500) == 0 for p in BOTH)
+
+    # refusals change nothing
+    bad = admin.alter_configs([ConfigResource(ResourceType.TOPIC, topic, set_config={"max.message.bytes": "big"})])
+    with pytest.raises(Exception) as e:
+        list(bad.values())[0].result(timeout=30)
+    assert "INVALID_CONFIG" in str(e.value)
+    dry = admin.alter_configs([ConfigResource(ResourceType.TOPIC, topic, set_config={"max.message.bytes": "100000"})],
+                              validate_only=True)
+    list(dry.values())[0].result(timeout=30)
+    broker = admin.alter_configs([ConfigResource(ResourceType.BROKER, "1", set_config={"log.cleaner.threads": "2"})])
+    with pytest.raises(Exception) as e:
+        list(broker.values())[0].result(timeout=30)
+    assert "Cannot update these configs dynamically" in str(e.value)
+    assert all(produce_error(cluster, topic, p, b"x" * 5000) == ErrorCode.MESSAGE_TOO_LARGE for p in BOTH)
+
+
+def test_incremental_alter_configs_append_and_delete_apply_live(cluster):
+    from confluent_kafka.admin import (AdminClient as RdAdmin, AlterConfigOpType, ConfigEntry, ConfigResource,
+                                       ResourceType)
+    from kafka.admin import ConfigResource as KResource, ConfigResourceType, KafkaAdminClient
+    topic = topic_on_both(cluster, "live-incremental", {"retention.ms": "86400000"})
+    eventually_on_both(cluster, topic, 0, b"v", key=None)
+    admin = RdAdmin({"bootstrap.servers": cluster.bootstrap_servers})
+    append = ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.APPEND)
+    [f] = admin.incremental_alter_configs([ConfigResource(ResourceType.TOPIC, topic,
+                                                          incremental_configs=[append])]).values()
+    f.result(timeout=30)
+    eventually_on_both(cluster, topic, ErrorCode.INVALID_RECORD, b"v", key=None)   # delete,compact: keys needed
+    assert all(produce_error(cluster, topic, p, b"v", key=b"k") == 0 for p in BOTH)
+
+    kadmin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
+    try:
+        kadmin.alter_configs([KResource(ConfigResourceType.TOPIC, topic, configs={"cleanup.policy": ("DELETE", None)})],
+                             incremental=True, raise_on_unknown=False)
+        described = kadmin.describe_configs([KResource(ConfigResourceType.TOPIC, topic)])["topic"][topic]
+    finally:
+        kadmin.close()
+    eventually_on_both(cluster, topic, 0, b"v", key=None)
+    assert described == {"retention.ms": described["retention.ms"]}   # only the untouched override is left
+    assert described["retention.ms"]["value"] == "86400000"
+
+
+def test_cli_changes_apply_live_retention_and_min_insync(cluster):
+    topic = topic_on_both(cluster, "live-cli", {"segment.bytes": "1024"})
+    for p in BOTH:
+        for i in range(30):
+            assert produce_error(cluster, topic, p, b"r%03d" % i + b"." * 100) == 0
+
+    def earliest() -> dict[int, int]:
+        consumer = Consumer(bootstrap_servers=cluster.bootstrap_servers)
+        try:
+            return {tp.partition: o for tp, o in consumer.beginning_offsets([TopicPartition(topic, p) for p in BOTH]).items()}
+        finally:
+            consumer.close()
+    assert earliest() == {0: 0, 1: 0}
+    odradek(cluster, "topics", "--alter", "--topic", topic, "--config", "retention.ms=100")
+    wait_until(lambda: all(o > 0 for o in earliest().values()), 30, "retention to delete old segments on both brokers")
+
+    odradek(cluster, "configs", "--zookeeper", cluster.zookeeper_connect, "--alter", "--entity-type", "topics",
+            "--entity-name", topic, "--add-config", "min.insync.replicas=3")
+    eventually_on_both(cluster, topic, ErrorCode.NOT_ENOUGH_REPLICAS, b"v", acks="all")
+    assert all(produce_error(cluster, topic, p, b"v", acks=1) == 0 for p in BOTH)
+    assert odradek(cluster, "configs", "--bootstrap-server", cluster.bootstrap_servers, "--alter", "--entity-type",
+                   "topics", "--entity-name", topic, "--delete-config", "min.insync.replicas") == (
+        f"Completed updating config for topic {topic}.\n")
+    eventually_on_both(cluster, topic, 0, b"v", acks="all")
+
+
+def test_enabling_unclean_election_brings_an_offline_partition_back(cluster):
+    """Last in the module (it restarts both brokers): a partition whose only in-sync replica died
+    stays offline while unclean.leader.election.enable is false; setting it to true elects the
+    surviving out-of-sync replica at once, as Kafka's controller does."""
+    from confluent_kafka.admin import AdminClient as RdAdmin, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+    with AdminClient(bootstrap_servers=cluster.bootstrap_servers) as admin:
+        admin.create_topics([NewTopic("live-unclean", replica_assignments={0: [2, 1]})])
+
+        def partition() -> tuple[int, list[int]]:
+            parts = admin.describe_topics(["live-unclean"])[0]["partitions"]   # empty until the metadata has it
+            return (parts[0]["leader"], sorted(parts[0]["isr"])) if parts else (-2, [])
+        wait_until(lambda: partition() == (2, [1, 2]), 60, "leader 2, ISR [1, 2]")
+        cluster.kill_broker(1)
+        wait_until(lambda: partition() == (2, [2]), 60, "broker 1 to leave the ISR")
+        cluster.kill_broker(2)
+        cluster.start_broker(1)
+        wait_until(lambda: partition() == (-1, [2]), 60, "the partition offline")
+    try:
+        admin_rd = RdAdmin({"bootstrap.servers": cluster.broker_address(1)})
+        enable = ConfigEntry("unclean.leader.election.enable", "true", incremental_operation=AlterConfigOpType.SET)
+        [f] = admin_rd.incremental_alter_configs([ConfigResource(ResourceType.TOPIC, "live-unclean",
+                                                                 incremental_configs=[enable])]).values()
+        f.result(timeout=30)
+        with AdminClient(bootstrap_servers=cluster.broker_address(1)) as admin:
+            wait_until(lambda: admin.describe_topics(["live-unclean"])[0]["partitions"][0]["leader"] == 1, 30,
+                       "broker 1 elected uncleanly")
+        assert produce_error(cluster, "live-unclean", 0, b"after") == 0
+    finally:
+        cluster.start_broker(2)
