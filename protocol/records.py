@@ -344,13 +344,6 @@ def iter_batches(records_blob: bytes | bytearray | memoryview) -> Iterator[tuple
 
 
 
-def records_have_null_keys(records: bytes | bytearray | memoryview) -> bool:
-    """True if a data record of ``records`` has a null key (Kafka rejects those for
-    compacted topics with INVALID_RECORD). Decodes records: for compacted topics only.
-    Raises KafkaError(CORRUPT_MESSAGE) on malformed batches."""
-    return any(not h.is_control and any(r.key is None for r in recs) for h, recs in iter_batches(records))
-
-
 def iter_records(records_blob: bytes | bytearray | memoryview | None) -> Iterator[Record]:
     """Every data record of a Fetch ``records`` field, in order.
 

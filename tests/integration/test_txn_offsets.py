@@ -1,7 +1,8 @@
 """Transactional offset commits end to end: confluent-kafka's transactional producer sends a
 consumer group's offsets with ``send_offsets_to_transaction`` (AddOffsetsToTxn +
 TxnOffsetCommit) on a real 3-broker cluster. What the group's ``committed()`` shows:
-nothing new while the transaction is open, the offsets once it commits, the old ones
+nothing new while the transaction is open (and a read_committed consumer, which asks with
+OffsetFetch v7's require_stable, waits: KIP-447), the offsets once it commits, the old ones
 after an abort, and the committed ones still after kill -9 of the group coordinator (its
 successor replays ``__consumer_offsets`` with the transaction markers). EndTxn answers
 before the markers are written (as in Kafka), so visibility after a commit is waited for;
@@ -30,8 +31,9 @@ def _tp(topic: str, partition: int, offset: int = -1001):
 
 
 class TxnClient:
-    """A transactional producer plus a (never subscribed) consumer of the group whose
-    ``committed()`` answers what a user of the group sees."""
+    """A transactional producer plus two (never subscribed) consumers of the group whose
+    ``committed()`` answers what a user of the group sees: read_committed (waits while the
+    group's offsets are part of an open transaction) and read_uncommitted (answers at once)."""
 
     def __init__(self, bootstrap: str, group: str, topic: str, partitions: int):
         import confluent_kafka as ck
@@ -41,6 +43,8 @@ class TxnClient:
                                      "transaction.timeout.ms": 60000, "message.timeout.ms": 60000})
         self.consumer = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": group,
                                      "enable.auto.commit": False, "isolation.level": "read_committed"})
+        self.peek = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                                 "enable.auto.commit": False, "isolation.level": "read_uncommitted"})
         self.producer.init_transactions(TIMEOUT)
 
     def transaction(self, offsets: dict[int, int], value: bytes):
@@ -54,13 +58,24 @@ class TxnClient:
     def wait_committed(self, expected: dict[int, int], what: str) -> None:
         wait_until(lambda: self.committed() == expected, 60, what)
 
-    def committed(self) -> dict[int, int]:
-        got = self.consumer.committed([_tp(self.topic, p) for p in range(self.partitions)], timeout=TIMEOUT)
+    def committed(self, stable: bool = True, timeout: float = TIMEOUT) -> dict[int, int]:
+        consumer = self.consumer if stable else self.peek
+        got = consumer.committed([_tp(self.topic, p) for p in range(self.partitions)], timeout=timeout)
         assert all(tp.error is None for tp in got), got
         return {tp.partition: tp.offset for tp in got if tp.offset >= 0}
 
+    def waits_for_the_open_transaction(self) -> bool:
+        """A read_committed consumer's committed() times out while the offsets are pending."""
+        import confluent_kafka as ck
+        try:
+            self.committed(timeout=3)
+        except ck.KafkaException as e:
+            return e.args[0].code() == ck.KafkaError._TIMED_OUT
+        return False
+
     def close(self) -> None:
         self.consumer.close()
+        self.peek.close()
         self.producer.flush(TIMEOUT)
 
 
@@ -77,7 +92,8 @@ def test_send_offsets_commit_abort_and_coordinator_kill9(cluster):
     try:
         # open: the offsets are pending, not visible
         client.transaction({0: 10, 1: 11}, b"first")
-        assert client.committed() == {}
+        assert client.committed(stable=False) == {}
+        assert client.waits_for_the_open_transaction()
         client.producer.commit_transaction(TIMEOUT)
         client.wait_committed({0: 10, 1: 11}, "the first transaction's offsets")
 
@@ -87,7 +103,7 @@ def test_send_offsets_commit_abort_and_coordinator_kill9(cluster):
         assert client.committed() == {0: 10, 1: 11}
 
         client.transaction({0: 30}, b"third")
-        assert client.committed() == {0: 10, 1: 11}
+        assert client.committed(stable=False) == {0: 10, 1: 11}
         client.producer.commit_transaction(TIMEOUT)
         client.wait_committed({0: 30, 1: 11}, "the third transaction's offsets")
 

@@ -15,7 +15,7 @@ from odradek.broker.log.producer_state import ORIGIN_COORDINATOR
 from odradek.broker.log.cleaner import CLEANER_OFFSET_CHECKPOINT, CleaningAborted, LogCleaner, OffsetMap
 from odradek.protocol import compression, record_batch as rb
 from odradek.protocol.errors import ErrorCode, KafkaError
-from odradek.protocol.records import LOG_APPEND_TIME, BatchBuilder, iter_batches, records_have_null_keys
+from odradek.protocol.records import LOG_APPEND_TIME, BatchBuilder, iter_batches
 
 from test_log import Clock
 
@@ -244,8 +244,6 @@ def test_null_keys_dropped_and_detected(tmp_path):
     b.append(clock.ms, None, b"no key")
     b.append(clock.ms, b"k", b"v")
     records = b.build()
-    assert records_have_null_keys(records)
-    assert not records_have_null_keys(_keyed_batch())
     with pytest.raises(KafkaError) as refused:   # a client may not write it to a compacted log
         log.append_as_leader(records, 0)
     assert refused.value.code == ErrorCode.INVALID_RECORD and log.log_end_offset == 0
@@ -255,12 +253,6 @@ def test_null_keys_dropped_and_detected(tmp_path):
     stats = LogCleaner(_Manager(log), clock).clean_log(log)
     assert stats.null_keys_removed == 1
     assert [(r.offset, r.key) for r in read_all(log)] == [(1, b"k"), (2, b"z")]
-
-
-def _keyed_batch() -> bytes:
-    b = BatchBuilder()
-    b.append(0, b"k", None)
-    return b.build()
 
 
 def test_empty_cleaned_segment_and_empty_batches(tmp_path):
