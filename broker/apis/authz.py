@@ -64,3 +64,30 @@ def authorize_any(ctx: BrokerContext, rc: RequestContext, operation: AclOperatio
     if authorizer is None:
         return True
     return authorizer.authorize_any(rc.principal, client_address(rc), operation, resource_type)
+
+
+NO_OPERATIONS = -2**31   # "authorized operations" not asked for (INT32_MIN)
+# the operations Kafka 2.8 defines on each resource type (AclEntry.supportedOperations)
+SUPPORTED_OPERATIONS: dict[ResourceType, tuple[AclOperation, ...]] = {
+    TOPIC: (READ, WRITE, CREATE, DESCRIBE, DELETE, ALTER, DESCRIBE_CONFIGS, ALTER_CONFIGS),
+    GROUP: (READ, DESCRIBE, DELETE),
+    CLUSTER: (CREATE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE, ALTER, DESCRIBE),
+    TRANSACTIONAL_ID: (DESCRIBE, WRITE),
+}
+
+
+def authorized_operations(ctx: BrokerContext, rc: RequestContext, resource_type: ResourceType,
+                          name: str = CLUSTER_NAME) -> int:
+    """The bit set (1 << operation code) of the operations the principal may perform on the
+    resource, as the ``*_authorized_operations`` fields carry it (all of them without an authorizer)."""
+    bits = 0
+    for op in SUPPORTED_OPERATIONS[resource_type]:
+        if authorize(ctx, rc, op, resource_type, name):
+            bits |= 1 << int(op)
+    return bits
+
+
+def cluster_operations(ctx: BrokerContext, rc: RequestContext) -> int:
+    """The Cluster's authorized operations as Metadata and DescribeCluster answer them: 0 without
+    Describe on the Cluster (KafkaApis 2.8)."""
+    return authorized_operations(ctx, rc, CLUSTER) if authorize(ctx, rc, DESCRIBE, CLUSTER) else 0

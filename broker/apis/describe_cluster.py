@@ -8,31 +8,19 @@ the Cluster, as KafkaApis.handleDescribeCluster answers); otherwise INT32_MIN.
 """
 from __future__ import annotations
 
-from odradek.protocol.acl import AclOperation
 from odradek.protocol.apis import describe_cluster as API
 from odradek.protocol.errors import ErrorCode
 
-from .authz import CLUSTER, DESCRIBE, authorize
+from .authz import NO_OPERATIONS, cluster_operations
 from .context import BrokerContext, RequestContext
 
 MIN_VERSION = 0
 MAX_VERSION = 0
-NO_OPERATIONS = -2147483648
-# the operations Kafka 2.8 defines on the Cluster resource (AclEntry.supportedOperations)
-CLUSTER_OPERATIONS = (AclOperation.CREATE, AclOperation.CLUSTER_ACTION, AclOperation.DESCRIBE_CONFIGS,
-                      AclOperation.ALTER_CONFIGS, AclOperation.IDEMPOTENT_WRITE, AclOperation.ALTER,
-                      AclOperation.DESCRIBE)
 
 
 def handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:
     cache = ctx.metadata_cache
-    operations = NO_OPERATIONS
-    if req.include_cluster_authorized_operations:
-        operations = 0
-        if authorize(ctx, rc, DESCRIBE, CLUSTER):
-            for op in CLUSTER_OPERATIONS:
-                if authorize(ctx, rc, op, CLUSTER):
-                    operations |= 1 << int(op)
+    operations = cluster_operations(ctx, rc) if req.include_cluster_authorized_operations else NO_OPERATIONS
     return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "cluster_id": cache.cluster_id or "",
             "controller_id": cache.controller_id if cache.controller_id is not None else -1,
             "brokers": [{"broker_id": b.id, "host": host, "port": port, "rack": b.rack}

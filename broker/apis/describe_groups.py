@@ -2,8 +2,8 @@
 
 Invariant: one entry per requested group, in request order, each with its own error
 (NOT_COORDINATOR for a group another broker coordinates); a group nobody created is
-"Dead" with no error. v3+ with include_authorized_operations get the group operations
-(READ, DELETE, DESCRIBE — everything, as with no authorizer), else INT32_MIN.
+"Dead" with no error. v3+ with include_authorized_operations get the group operations the
+principal holds (of READ, DELETE, DESCRIBE; all three without an authorizer), else INT32_MIN.
 With an authorizer, a group without Describe answers GROUP_AUTHORIZATION_FAILED.
 """
 from __future__ import annotations
@@ -11,15 +11,12 @@ from __future__ import annotations
 from odradek.protocol.apis import describe_groups as API
 from odradek.protocol.errors import ErrorCode
 
-from .authz import DESCRIBE, GROUP, denied
+from .authz import DESCRIBE, GROUP, NO_OPERATIONS, authorized_operations, denied
 from .context import BrokerContext, RequestContext
 from .group_common import coordinator
 
 MIN_VERSION = 0
 MAX_VERSION = 4
-
-NO_OPERATIONS = -2**31
-GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)   # AclOperation READ, DELETE, DESCRIBE
 
 
 def handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:
@@ -27,7 +24,7 @@ def handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:
     coord = coordinator(ctx)
     if coord is None:
         return error_response(req, version, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    ops = GROUP_OPERATIONS if version >= 3 and req.include_authorized_operations else NO_OPERATIONS
+    with_ops = version >= 3 and req.include_authorized_operations
     refused = denied(ctx, rc, DESCRIBE, GROUP, req.groups)
     described = {g.group_id: g for g in coord.handle_describe_groups([g for g in req.groups if g not in refused])}
     groups = []
@@ -43,7 +40,7 @@ def handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:
                          "client_id": m.client_id, "client_host": m.client_host,
                          "member_metadata": m.member_metadata,
                          "member_assignment": m.member_assignment} for m in g.members],
-            "authorized_operations": ops})
+            "authorized_operations": authorized_operations(ctx, rc, GROUP, gid) if with_ops else NO_OPERATIONS})
     return {"throttle_time_ms": 0, "groups": groups}
 
 

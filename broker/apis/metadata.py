@@ -9,7 +9,10 @@ default.replication.factor exceeds the live brokers, as Kafka 2.8 does. With an 
 (KafkaApis.handleTopicMetadataRequest): a request for all topics lists only those the principal
 may Describe; a named topic it may not Describe answers TOPIC_AUTHORIZATION_FAILED whether or
 not it exists; auto-creation needs Create on the Cluster or on the topic
-(TOPIC_AUTHORIZATION_FAILED otherwise, nothing created).
+(TOPIC_AUTHORIZATION_FAILED otherwise, nothing created). v8 answers
+``include_cluster_authorized_operations`` / ``include_topic_authorized_operations`` with the
+operations the principal holds (all of them without an authorizer; the Cluster's are 0 without
+Describe on it), else INT32_MIN.
 """
 from __future__ import annotations
 
@@ -19,7 +22,8 @@ from odradek.protocol.apis import metadata as API
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.zk import topics as topic_rules
 
-from .authz import CLUSTER, CREATE, DESCRIBE, TOPIC, authorize, denied
+from .authz import (CLUSTER, CREATE, DESCRIBE, NO_OPERATIONS, TOPIC, authorize, authorized_operations,
+                    cluster_operations, denied)
 from .context import BrokerContext, RequestContext
 
 log = logging.getLogger(__name__)
@@ -52,9 +56,15 @@ def handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:
             topics.append(topic_metadata(ctx, name, listener, version))
         else:
             topics.append(_missing_topic(ctx, rc, name, allow_auto))
+    if version >= 8 and req.include_topic_authorized_operations:
+        for t in topics:
+            if t["error_code"] != ErrorCode.TOPIC_AUTHORIZATION_FAILED:
+                t["topic_authorized_operations"] = authorized_operations(ctx, rc, TOPIC, str(t["name"]))
+    with_cluster_ops = version >= 8 and req.include_cluster_authorized_operations
     return {"throttle_time_ms": 0, "brokers": brokers, "cluster_id": cache.cluster_id,
             "controller_id": cache.controller_id if cache.controller_id is not None else -1,
-            "topics": topics}
+            "topics": topics,
+            "cluster_authorized_operations": cluster_operations(ctx, rc) if with_cluster_ops else NO_OPERATIONS}
 
 
 def topic_metadata(ctx: BrokerContext, name: str, listener: str, version: int) -> dict:

@@ -279,3 +279,24 @@ def test_describe_log_dirs_with_kafka_python_and_the_cli(compat_cluster, capsys)
     assert broker["broker"] == 1 and d["logDir"] == log_dir["log_dir"] and d["error"] is None
     assert sorted((p["partition"], p["size"], p["offsetLag"], p["isFuture"]) for p in d["partitions"]) == [
         (f"{topic}-{p}", sizes[(topic, p)], 0, False) for p in range(PARTITIONS)]
+
+
+def test_confluent_describe_cluster_and_topics_with_authorized_operations(compat_cluster):
+    """confluent-kafka asks Metadata v8's include_*_authorized_operations: with no authorizer,
+    every operation Kafka defines on the Cluster and on a topic."""
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import AdminClient
+
+    bootstrap, topic = compat_cluster.bootstrap_servers, "compat-authorized-ops"
+    _create_topic(bootstrap, topic)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    cluster = admin.describe_cluster(include_authorized_operations=True, request_timeout=30).result(timeout=30)
+    assert {op.name for op in cluster.authorized_operations} == {
+        "CREATE", "CLUSTER_ACTION", "DESCRIBE_CONFIGS", "ALTER_CONFIGS", "IDEMPOTENT_WRITE", "ALTER", "DESCRIBE"}
+    assert [n.id for n in cluster.nodes] == [1]
+    [future] = admin.describe_topics(TopicCollection([topic]), include_authorized_operations=True,
+                                     request_timeout=30).values()
+    described = future.result(timeout=30)
+    assert {op.name for op in described.authorized_operations} == {
+        "READ", "WRITE", "CREATE", "DESCRIBE", "DELETE", "ALTER", "DESCRIBE_CONFIGS", "ALTER_CONFIGS"}
+    assert len(described.partitions) == PARTITIONS

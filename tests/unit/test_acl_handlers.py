@@ -143,3 +143,10 @@ def test_admin_apis_of_issue_16(broker):
     assert call(broker, describe_cluster, 0, ops).cluster_authorized_operations == (1 << 7) | (1 << 8)
     delete = {"group_id": "g", "topics": [{"name": "ok", "partitions": [{"partition_index": 0}]}]}
     assert call(broker, offset_delete, 0, delete).error_code == ErrorCode.GROUP_AUTHORIZATION_FAILED
+    # Metadata v8's authorized operations: what the principal holds (Read implies Describe)
+    broker.ctx.authorizer.apply(allow(Op.READ, RT.TOPIC, "ok"))
+    meta = call(broker, metadata, 8, {"topics": [{"name": "ok"}], "allow_auto_topic_creation": False,
+                                      "include_cluster_authorized_operations": True,
+                                      "include_topic_authorized_operations": True})
+    assert meta.cluster_authorized_operations == (1 << 7) | (1 << 8)
+    assert meta.topics[0].topic_authorized_operations == (1 << 3) | (1 << 8)   # the topic's ACLs now: Read only
