@@ -280,43 +280,29 @@ def _scan_py(data: bytes | bytearray | memoryview, pos: int, end: int, count: in
 
 def _record_fields(data: bytes | bytearray | memoryview, p: int, rec_end: int, i: int) -> int:
     """Key, value and headers of record ``i`` from ``p``, filling it to ``rec_end``; its key length."""
-    try:
-        klen, p = _varint(data, p, rec_end, 5)
-        if klen < -1 or klen > rec_end - p:
-            raise _Malformed
-        p += max(klen, 0)
-    except _Malformed:
-        raise _Malformed(f"invalid key length at record {i}") from None
-    try:
-        vlen, p = _varint(data, p, rec_end, 5)
-        if vlen < -1 or vlen > rec_end - p:
-            raise _Malformed
-        p += max(vlen, 0)
-    except _Malformed:
-        raise _Malformed(f"invalid value length at record {i}") from None
-    try:
-        nheaders, p = _varint(data, p, rec_end, 5)
-        if nheaders < 0:
-            raise _Malformed
-    except _Malformed:
-        raise _Malformed(f"invalid number of record headers at record {i}") from None
-    for _ in range(nheaders):
-        try:
-            hk, p = _varint(data, p, rec_end, 5)
-            if hk < 0 or hk > rec_end - p:
-                raise _Malformed
-        except _Malformed:
-            raise _Malformed(f"invalid header key size at record {i}") from None
-        try:
-            hv, p = _varint(data, p + hk, rec_end, 5)
-            if hv < -1 or hv > rec_end - p:
-                raise _Malformed
-            p += max(hv, 0)
-        except _Malformed:
-            raise _Malformed(f"invalid header value length at record {i}") from None
+    klen, p = _length(data, p, rec_end, -1, True, "invalid key length", i)
+    vlen, p = _length(data, p + max(klen, 0), rec_end, -1, True, "invalid value length", i)
+    headers, p = _length(data, p + max(vlen, 0), rec_end, 0, False, "invalid number of record headers", i)
+    for _ in range(headers):
+        hk, p = _length(data, p, rec_end, 0, True, "invalid header key size", i)
+        hv, p = _length(data, p + hk, rec_end, -1, True, "invalid header value length", i)
+        p += max(hv, 0)
     if p != rec_end:
         raise _Malformed(f"record {i}'s fields do not fill its size")
     return klen
+
+
+def _length(data: bytes | bytearray | memoryview, p: int, rec_end: int, lowest: int, bounded: bool,
+            problem: str, i: int) -> tuple[int, int]:
+    """(value, next position) of the length or count varint at ``p``: at least ``lowest`` and, if
+    ``bounded``, no more than what is left of the record; else _Malformed naming the problem."""
+    try:
+        n, p = _varint(data, p, rec_end, 5)
+    except _Malformed:
+        raise _Malformed(f"{problem} at record {i}") from None
+    if n < lowest or (bounded and n > rec_end - p):
+        raise _Malformed(f"{problem} at record {i}")
+    return n, p
 
 
 try:
