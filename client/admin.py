@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from odradek.protocol.apis import create_topics as _create_topics
 from odradek.protocol.apis import delete_groups as _delete_groups
@@ -212,16 +212,10 @@ class AdminClient:
         ("broker_logger", id) resources: {resource: its ConfigEntrys, or the KafkaError it got}.
         A broker's own configs are asked of that broker, everything else of any broker."""
         out: dict[tuple[str, str], list[ConfigEntry] | KafkaError] = {}
-        timeout = self.config["request.timeout.ms"] / 1000.0
-        backoff = self.config["retry.backoff.ms"] / 1000.0
         for kind, name in resources:
             body = {"resources": [{"resource_type": _RESOURCE_TYPES[kind], "resource_name": name,
                                    "configuration_keys": None}], "include_synonyms": include_synonyms}
-            own_broker = kind != "topic" and name != ""
-            with self._lock:
-                resp = self._pool.call(_describe_configs, body, lambda: [int(name)] if own_broker else
-                                       sorted(self._cluster.brokers), timeout, backoff)
-            [r] = resp.results
+            [r] = self._call(_describe_configs, body, self._resource_nodes(kind, name)).results
             if r.error_code != ErrorCode.NONE:
                 out[(kind, name)] = KafkaError(ErrorCode(r.error_code), r.error_message or f"{kind} {name!r}")
                 continue
@@ -240,12 +234,7 @@ class AdminClient:
         configs += [{"name": k, "config_operation": 1, "value": None} for k in delete_configs]
         body = {"resources": [{"resource_type": _RESOURCE_TYPES[kind], "resource_name": name, "configs": configs}],
                 "validate_only": validate_only}
-        own_broker = kind != "topic" and name != ""
-        with self._lock:
-            resp = self._pool.call(_incremental_alter_configs, body, lambda: [int(name)] if own_broker else
-                                   sorted(self._cluster.brokers), self.config["request.timeout.ms"] / 1000.0,
-                                   self.config["retry.backoff.ms"] / 1000.0)
-        [r] = resp.responses
+        [r] = self._call(_incremental_alter_configs, body, self._resource_nodes(kind, name)).responses
         if r.error_code != ErrorCode.NONE:
             raise KafkaError(ErrorCode(r.error_code), r.error_message or f"{kind} {name!r}")
 
@@ -267,9 +256,7 @@ class AdminClient:
 
         def moved(resp: Any) -> str | None:
             return "no longer the controller" if resp.error_code == ErrorCode.NOT_CONTROLLER else None
-        with self._lock:
-            resp = self._pool.call(_elect_leaders, body, controller, max(timeout_ms, self.config["request.timeout.ms"]) / 1000.0,
-                                   self.config["retry.backoff.ms"] / 1000.0, moved=moved)
+        resp = self._call(_elect_leaders, body, controller, moved, max(timeout_ms, self.config["request.timeout.ms"]))
         if resp.error_code != ErrorCode.NONE:
             raise KafkaError(ErrorCode(resp.error_code), "ElectLeaders")
         return {TopicPartition(r.topic, p.partition_id):
@@ -287,17 +274,30 @@ class AdminClient:
                 {"topic": t, "partition_index": sorted(self._cluster.topics[t].partitions)}
                 for t in topics if t in self._cluster.topics]
             ids = sorted(self._cluster.brokers) if broker_ids is None else list(broker_ids)
-            out: dict[int, list[dict[str, Any]]] = {}
-            timeout = self.config["request.timeout.ms"] / 1000.0
-            for node in ids:
-                resp = self._pool.call(_describe_log_dirs, {"topics": wanted}, lambda node=node: [node], timeout,
-                                       self.config["retry.backoff.ms"] / 1000.0)
-                out[node] = [{"log_dir": r.log_dir,
-                              "error": None if r.error_code == 0 else ErrorCode(r.error_code).name,
-                              "partitions": [{"topic": t.name, "partition": p.partition_index, "size": p.partition_size,
-                                              "offset_lag": p.offset_lag, "is_future": p.is_future_key}
-                                             for t in r.topics for p in t.partitions]} for r in resp.results]
+        out: dict[int, list[dict[str, Any]]] = {}
+        for node in ids:
+            resp = self._call(_describe_log_dirs, {"topics": wanted}, lambda node=node: [node])
+            out[node] = [{"log_dir": r.log_dir,
+                          "error": None if r.error_code == 0 else ErrorCode(r.error_code).name,
+                          "partitions": [{"topic": t.name, "partition": p.partition_index, "size": p.partition_size,
+                                          "offset_lag": p.offset_lag, "is_future": p.is_future_key}
+                                         for t in r.topics for p in t.partitions]} for r in resp.results]
         return out
+
+    def _call(self, api: Any, body: dict[str, Any], nodes: Callable[[], Iterable[int]],
+              moved: Callable[[Any], str | None] | None = None, timeout_ms: int | None = None) -> Any:
+        """One admin request to the first of ``nodes()`` that answers (``NodePool.call``), within
+        request.timeout.ms (or ``timeout_ms``), retried after retry.backoff.ms."""
+        with self._lock:
+            return self._pool.call(api, body, nodes, (timeout_ms or self.config["request.timeout.ms"]) / 1000.0,
+                                   self.config["retry.backoff.ms"] / 1000.0, moved=moved)
+
+    def _resource_nodes(self, kind: str, name: str) -> Callable[[], list[int]]:
+        """Where a config resource's request goes: a broker's own configs to that broker, the
+        rest (topics, the cluster default) to any broker."""
+        if kind != "topic" and name != "":
+            return lambda: [int(name)]
+        return lambda: sorted(self._cluster.brokers)
 
     def broker_api_versions(self) -> dict[int, tuple[Any, dict[int, tuple[int, int]]]]:
         """{node id: (broker metadata, {api key: (min, max)})}: what each live broker's ApiVersions

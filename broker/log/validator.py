@@ -32,12 +32,11 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from odradek.protocol import record_batch as rb
-from odradek.protocol.compression import NONE, decompress
+from odradek.protocol.compression import CODEC_NAMES, NONE, decompress
 from odradek.protocol.errors import ErrorCode, KafkaError
 
 from ..config.kafka_config import LONG_MAX, LogConfig
 
-MAX_CODEC = 4           # zstd; attributes & 7 in 5..7 is no codec
 MIN_RECORD_BODY = 6     # attributes, timestampDelta, offsetDelta, keyLength, valueLength, headerCount
 DECOMPRESSION_RATIO_LIMIT = 64  # a batch decompresses to at most 64 × max.message.bytes
 MAGIC_OFFSET = 16
@@ -130,7 +129,7 @@ def check_stored_batch(view: bytes | bytearray | memoryview, partition: str) -> 
 
 def _header(buf: bytes | bytearray | memoryview, pos: int, max_size: int | None) -> rb.BatchHeader:
     h = rb.validate(buf, pos, max_size)
-    if h.compression > MAX_CODEC:
+    if h.compression not in CODEC_NAMES:   # attributes & 7 in 5..7 name no codec
         raise KafkaError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, f"unknown compression codec id {h.compression}")
     return h
 

@@ -278,11 +278,7 @@ class ReplicaFetcher:
         if offset < leo:
             log.info("%s: truncating %s-%d from LEO %d to %d%s", self.name, p.topic, p.partition, leo, offset,
                      "" if offset >= p.high_watermark else f" (below its HW {p.high_watermark})")
-        try:
-            p.truncate_to(offset)
-        except KafkaError as e:   # KAFKA_STORAGE_ERROR: its log dir went offline (no longer followed)
-            log.error("%s: truncating %s-%d failed: %s", self.name, p.topic, p.partition, e)
-            self.partitions.pop(p.tp, None)
+        if not self._truncate_or_stop(p.tp, lambda: p.truncate_to(offset)):
             return
         st.fetch_offset = p.log_end_offset if offset > p.log_end_offset else offset
         if completed:
@@ -378,16 +374,22 @@ class ReplicaFetcher:
         action, offset = out_of_range_action(p.log_end_offset, leader_leo, leader_start)
         log.info("%s: %s-%d out of range (LEO %d, leader LEO %d, leader start %d): %s to %d", self.name,
                  tp[0], tp[1], p.log_end_offset, leader_leo, leader_start, action, offset)
-        try:
-            if action == "truncate":
-                p.truncate_to(offset)
-            elif action == "restart":
-                p.truncate_fully_and_start_at(offset)
-        except KafkaError as e:   # KAFKA_STORAGE_ERROR: its log dir went offline (no longer followed)
-            log.error("%s: truncating %s-%d failed: %s", self.name, tp[0], tp[1], e)
-            self.partitions.pop(tp, None)
+        if action == "truncate" and not self._truncate_or_stop(tp, lambda: p.truncate_to(offset)):
+            return
+        if action == "restart" and not self._truncate_or_stop(tp, lambda: p.truncate_fully_and_start_at(offset)):
             return
         st.fetch_offset = p.log_end_offset
+
+    def _truncate_or_stop(self, tp: TopicPartition, truncate: Callable[[], None]) -> bool:
+        """Run a truncation of ``tp``; False (and ``tp`` no longer fetched) if it failed with
+        KAFKA_STORAGE_ERROR: its log dir went offline."""
+        try:
+            truncate()
+            return True
+        except KafkaError as e:
+            log.error("%s: truncating %s-%d failed: %s", self.name, tp[0], tp[1], e)
+            self.partitions.pop(tp, None)
+            return False
 
     async def _list_offset(self, tp: TopicPartition, st: PartitionFetchState, timestamp: int) -> int:
         body = {"replica_id": self.broker_id, "isolation_level": 0, "topics": [{"name": tp[0], "partitions": [
