@@ -16,8 +16,11 @@ Invariants:
   leaders elected for its offline partitions at once (Kafka's TopicUncleanLeaderElectionEnable);
 - notifications older than 15 minutes are deleted (Kafka's changeExpirationMs), by whichever
   broker sees them first.
-Other entity types (brokers, users, clients) are acknowledged without effect: odradek has no
-dynamic broker configs or quotas yet, and users' SCRAM credentials are read at each login.
+- this broker's own entity (``brokers/<id>``, read at start too) sets its dynamic broker configs:
+  the replication throttle rates of ``replication_quota`` (``DYNAMIC_BROKER_CONFIG``); other
+  names found there (a tool may store ones odradek does not apply) are logged and ignored.
+Other entity types (another broker, users, clients) are acknowledged without effect: odradek has no
+client quotas yet, and users' SCRAM credentials are read at each login.
 """
 from __future__ import annotations
 
@@ -29,6 +32,7 @@ from twisted.internet import defer
 
 from odradek.zk import znodes as zn
 
+from .config.dynamic import DYNAMIC_BROKER_CONFIG, dynamic_broker_values
 from .config.kafka_config import ConfigError
 from .topic_configs import log_config
 
@@ -56,8 +60,10 @@ class ConfigChangeListener:
         self._again = False
         self._stopped = False
 
-    def start(self) -> defer.Deferred:
-        return self.changed()
+    async def start(self) -> None:
+        if self.zk is not None:
+            await self._apply_broker_config()
+        await self.changed()
 
     def stop(self) -> None:
         self._stopped = True
@@ -96,6 +102,8 @@ class ConfigChangeListener:
             if entity_type == "topics":
                 overrides = await self.run_in_thread(self.zk.get_entity_config, "topics", name)
                 self.apply_topic_config(name, overrides)
+            elif entity_type == "brokers" and name == str(self.ctx.broker_id):
+                await self._apply_broker_config()
             elif entity_type:
                 log.info("config change of %s/%s: no dynamic %s configs are applied by odradek", entity_type,
                          name, entity_type)
@@ -127,6 +135,32 @@ class ConfigChangeListener:
                 except Exception:  # noqa: BLE001 - another broker purged it first
                     pass
         return out
+
+    async def _apply_broker_config(self) -> None:
+        overrides = await self.run_in_thread(self.zk.get_entity_config, "brokers", str(self.ctx.broker_id))
+        self.apply_broker_config(overrides)
+
+    def apply_broker_config(self, overrides: dict[str, str]) -> None:
+        """Set this broker's dynamic configs (the replication throttle rates) from its overrides."""
+        ignored = sorted(set(overrides) - set(DYNAMIC_BROKER_CONFIG))
+        if ignored:
+            log.warning("broker %d: ignoring dynamic configs odradek does not apply: %s", self.ctx.broker_id,
+                        ", ".join(ignored))
+        known = {k: v for k, v in overrides.items() if k in DYNAMIC_BROKER_CONFIG}
+        try:
+            values = dynamic_broker_values(known)
+        except ConfigError as e:
+            log.error("broker %d: the dynamic config in ZooKeeper is invalid (%s); keeping the current one",
+                      self.ctx.broker_id, e)
+            return
+        if known == self.ctx.dynamic_broker_config:
+            return
+        self.ctx.dynamic_broker_config = known
+        rm = self.ctx.replica_manager
+        rm.leader_quota.limit = values["leader.replication.throttled.rate"]
+        rm.follower_quota.limit = values["follower.replication.throttled.rate"]
+        log.info("broker %d: dynamic config %s", self.ctx.broker_id,
+                 ", ".join(f"{k}={v}" for k, v in sorted(known.items())) or "(defaults)")
 
     def apply_topic_config(self, topic: str, overrides: dict[str, str]) -> None:
         """Give the topic's logs, the replica manager and the LeaderAndIsr cache the new config."""

@@ -21,6 +21,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "configs": ("odradek.zk.configs_cli", "main", "describe, alter configs and SCRAM credentials (like kafka-configs.sh)"),
     "leader-election": ("odradek.zk.leader_election_cli", "main",
                         "preferred replica election (like kafka-leader-election.sh --election-type preferred)"),
+    "reassign-partitions": ("odradek.zk.reassign_partitions_cli", "main",
+                            "move partitions' replicas between brokers (like kafka-reassign-partitions.sh)"),
     "dump-log": ("odradek.broker.log.dump_log", "main",
                  "print a partition's log, index, txn index and snapshot files (like kafka-dump-log.sh)"),
     "broker-api-versions": ("odradek.client.broker_api_versions_cli", "main",

@@ -231,6 +231,14 @@ class LocalCluster:
         self._wait_ready([broker_id], old, timeout or self.startup_timeout, need_controller=False)
         self.write_state()
 
+    def add_broker(self, timeout: float | None = None) -> int:
+        """Start one more broker, with the next free id, and wait until it registers (the first
+        step of growing a cluster: it holds no partition until a reassignment moves some to it)."""
+        broker_id = max(self.brokers) + 1
+        self.brokers[broker_id] = BrokerProcess(broker_id, free_ports(1)[0], self.data_dir / f"broker-{broker_id}")
+        self.start_broker(broker_id, timeout)
+        return broker_id
+
     def __enter__(self) -> "LocalCluster":
         return self.start()
 
@@ -260,7 +268,7 @@ class LocalCluster:
     # ------------------------------------------------------------ internals
     def _broker(self, broker_id: int) -> BrokerProcess:
         if broker_id not in self.brokers:
-            raise ValueError(f"no broker {broker_id} (ids are 1..{len(self.brokers)})")
+            raise ValueError(f"no broker {broker_id} (ids are {', '.join(map(str, sorted(self.brokers)))})")
         return self.brokers[broker_id]
 
     def server_properties(self, broker: BrokerProcess) -> dict[str, str]:

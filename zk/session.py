@@ -11,6 +11,7 @@ re-register their watches after ``on_new_session``).
 """
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -305,8 +306,8 @@ class KafkaZkClient(ZooKeeperClient):
 
     def get_replica_assignment(self, topics: Iterable[str],
                                watch_factory: Callable[[str], Watch] | None = None
-                               ) -> dict[TopicPartition, list[int]]:
-        """{(t, p): replicas}; ``watch_factory(topic)`` gives a data watch per topic znode."""
+                               ) -> dict[TopicPartition, zn.ReplicaAssignment]:
+        """{(t, p): assignment}; ``watch_factory(topic)`` gives a data watch per topic znode."""
         pending = []
         for t in topics:
             watch = self._wrap(watch_factory(t)) if watch_factory else None
@@ -317,9 +318,30 @@ class KafkaZkClient(ZooKeeperClient):
                 data, _ = res.get()
             except NoNodeError:
                 continue
-            for p, replicas in zn.TopicZNode.decode(data).items():
-                out[(t, p)] = replicas
+            for p, assignment in zn.TopicZNode.decode_full(data).items():
+                out[(t, p)] = assignment
         return out
+
+    def set_replica_assignment(self, topic: str, assignment: dict[int, zn.ReplicaAssignment],
+                               epoch_zk_version: int) -> None:
+        """Rewrite /brokers/topics/<t> with ``assignment`` (epoch-checked; other fields kept)."""
+        data, stat = self.get_data(zn.TopicZNode.path(topic))
+        if stat is None:
+            raise NoNodeError(zn.TopicZNode.path(topic))
+        encoded = json.loads(zn.TopicZNode.encode(assignment).decode())
+        old = json.loads(data.decode()) if data else {}
+        for key, value in old.items():
+            if key not in encoded:   # e.g. topic_id
+                encoded[key] = value
+        encoded["version"] = max(int(old.get("version", 2)), zn.TopicZNode.version)
+        self._checked_one(epoch_zk_version, ("set_data", zn.TopicZNode.path(topic),
+                                             json.dumps(encoded, separators=(",", ":")).encode()))
+
+    def get_partition_state(self, tp: TopicPartition, watch: Watch | None = None
+                            ) -> LeaderIsrAndControllerEpoch | None:
+        """One partition's state, arming ``watch`` (data/existence) on its znode."""
+        data, stat = self.get_data(zn.TopicPartitionStateZNode.path(*tp), watch)
+        return None if stat is None else zn.TopicPartitionStateZNode.decode(data, stat.version)
 
     def get_partition_states(self, partitions: Iterable[TopicPartition]
                              ) -> dict[TopicPartition, LeaderIsrAndControllerEpoch]:
@@ -413,6 +435,34 @@ class KafkaZkClient(ZooKeeperClient):
     def delete_preferred_replica_election(self, epoch_zk_version: int) -> None:
         try:
             self._checked_one(epoch_zk_version, ("delete", zn.PreferredReplicaElectionZNode.path))
+        except NoNodeError:
+            pass
+
+    # ------------------------------------------------------------ partition reassignment (ZooKeeper path)
+
+    def get_partition_reassignment(self, watch: Watch | None = None
+                                   ) -> tuple[dict[TopicPartition, list[int]], int] | None:
+        """/admin/reassign_partitions and the zxid that created it (None: no such znode);
+        ``watch`` fires on its creation, change and deletion. Unreadable content is logged and
+        taken as empty."""
+        data, stat = self.get_data(zn.ReassignPartitionsZNode.path, watch)
+        if stat is None:
+            return None
+        try:
+            return zn.ReassignPartitionsZNode.decode(data), stat.czxid
+        except Exception as exc:
+            log.error("cannot decode %s: %s", zn.ReassignPartitionsZNode.path, exc)
+            return {}, stat.czxid
+
+    def set_partition_reassignment(self, reassignment: dict[TopicPartition, list[int]],
+                                   epoch_zk_version: int) -> None:
+        """Rewrite /admin/reassign_partitions (epoch-checked); deleted when nothing is left."""
+        path = zn.ReassignPartitionsZNode.path
+        try:
+            if reassignment:
+                self._checked_one(epoch_zk_version, ("set_data", path, zn.ReassignPartitionsZNode.encode(reassignment)))
+            else:
+                self._checked_one(epoch_zk_version, ("delete", path))
         except NoNodeError:
             pass
 

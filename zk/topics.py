@@ -160,6 +160,11 @@ def validate_topic_config(config: Mapping[str, str]) -> None:
             bad = [v for v in items if v not in valid]
             if bad or not items:
                 raise _bad(name, value, f"String must be one of: {', '.join(valid)}")
+        elif name.endswith(".replication.throttled.replicas"):
+            items = [v.strip() for v in value.split(",")]
+            if not (value == "*" or all(re.fullmatch(r"([0-9]+:[0-9]+)?", v) for v in items)):
+                raise _bad(name, value, f"{name} must be the literal '*' or a list of replicas in the following "
+                           "format: [partitionId]:[brokerId],[partitionId]:[brokerId],...")
         elif kind == "string" and valid and value not in valid:
             raise _bad(name, value, f"String must be one of: {', '.join(valid)}")
         if number is not None and minimum is not None and number < minimum:

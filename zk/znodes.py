@@ -154,8 +154,39 @@ class TopicsZNode:
     path = "/brokers/topics"
 
 
+@dataclass
+class ReplicaAssignment:
+    """One partition's replicas as /brokers/topics/<t> holds them (Kafka's ReplicaAssignment).
+
+    During a reassignment (KIP-455) ``replicas`` is the full set, origin then target replicas
+    in order and without duplicates; ``adding_replicas`` the target replicas not in the
+    origin, ``removing_replicas`` the origin replicas not in the target."""
+    replicas: list[int]
+    adding_replicas: list[int] = field(default_factory=list)
+    removing_replicas: list[int] = field(default_factory=list)
+
+    @property
+    def origin_replicas(self) -> list[int]:
+        return [r for r in self.replicas if r not in self.adding_replicas]
+
+    @property
+    def target_replicas(self) -> list[int]:
+        return [r for r in self.replicas if r not in self.removing_replicas]
+
+    @property
+    def is_being_reassigned(self) -> bool:
+        return bool(self.adding_replicas or self.removing_replicas)
+
+    def reassign_to(self, target: list[int]) -> "ReplicaAssignment":
+        """The assignment that moves this partition's origin replicas to ``target``."""
+        origin = self.origin_replicas
+        full = list(dict.fromkeys([*target, *origin]))
+        return ReplicaAssignment(full, [r for r in full if r not in origin], [r for r in full if r not in target])
+
+
 class TopicZNode:
-    """/brokers/topics/<t>: the replica assignment (v2 JSON; first replica is preferred)."""
+    """/brokers/topics/<t>: the replica assignment (v2 JSON; first replica is preferred), with the
+    replicas being added and removed by an ongoing reassignment."""
     version = 2
 
     @staticmethod
@@ -163,18 +194,30 @@ class TopicZNode:
         return f"/brokers/topics/{topic}"
 
     @staticmethod
-    def encode(assignment: dict[int, list[int]]) -> bytes:
+    def encode(assignment: "dict[int, list[int]] | dict[int, ReplicaAssignment]") -> bytes:
+        full = {p: r if isinstance(r, ReplicaAssignment) else ReplicaAssignment(list(r))
+                for p, r in sorted(assignment.items())}
         return _dumps({
             "version": TopicZNode.version,
-            "partitions": {str(p): list(r) for p, r in sorted(assignment.items())},
-            "adding_replicas": {},
-            "removing_replicas": {},
+            "partitions": {str(p): list(a.replicas) for p, a in full.items()},
+            "adding_replicas": {str(p): list(a.adding_replicas) for p, a in full.items() if a.adding_replicas},
+            "removing_replicas": {str(p): list(a.removing_replicas) for p, a in full.items()
+                                  if a.removing_replicas},
         })
 
     @staticmethod
     def decode(data: bytes) -> dict[int, list[int]]:
+        return {p: a.replicas for p, a in TopicZNode.decode_full(data).items()}
+
+    @staticmethod
+    def decode_full(data: bytes) -> dict[int, ReplicaAssignment]:
         obj = _loads(data) or {}
-        return {int(p): [int(b) for b in r] for p, r in (obj.get("partitions") or {}).items()}
+
+        def ints(section: str, p: str) -> list[int]:
+            return [int(b) for b in (obj.get(section) or {}).get(p) or []]
+        return {int(p): ReplicaAssignment([int(b) for b in r], ints("adding_replicas", p),
+                                          ints("removing_replicas", p))
+                for p, r in (obj.get("partitions") or {}).items()}
 
 
 class TopicPartitionsZNode:
@@ -243,6 +286,23 @@ class PreferredReplicaElectionZNode:
     @staticmethod
     def decode(data: bytes) -> list[tuple[str, int]]:
         return _partitions_from_json(data)
+
+
+class ReassignPartitionsZNode:
+    """/admin/reassign_partitions: reassignments asked through ZooKeeper (the pre-KIP-455 path);
+    the controller removes each partition from it once its reassignment completes."""
+    path = "/admin/reassign_partitions"
+
+    @staticmethod
+    def encode(reassignment: dict[tuple[str, int], list[int]]) -> bytes:
+        return _dumps({"version": 1, "partitions": [
+            {"topic": t, "partition": p, "replicas": list(r)} for (t, p), r in reassignment.items()]})
+
+    @staticmethod
+    def decode(data: bytes) -> dict[tuple[str, int], list[int]]:
+        obj = _loads(data) or {}
+        return {(e["topic"], int(e["partition"])): [int(b) for b in e["replicas"]]
+                for e in obj.get("partitions", [])}
 
 
 # ----------------------------------------------------------------- config

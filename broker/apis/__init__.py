@@ -27,7 +27,7 @@ HANDLER_MODULES: tuple[str, ...] = (
     "describe_acls", "create_acls", "delete_acls",
     # admin
     "describe_cluster", "describe_configs", "elect_leaders", "alter_configs", "incremental_alter_configs",
-    "describe_log_dirs",
+    "describe_log_dirs", "alter_partition_reassignments", "list_partition_reassignments",
 )
 
 HANDLERS: dict[int, ModuleType] = {}

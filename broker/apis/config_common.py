@@ -4,10 +4,12 @@ the checks on a resource, and the ZooKeeper write that every broker then applies
 Invariant: a topic's new overrides are validated in full (Kafka's LogConfig rules, INVALID_CONFIG
 with a message) before anything is written; with ``validate_only`` nothing is; the write
 (``AdminZkClient.change_topic_config``: /config/topics/<t> plus a /config/changes notification)
-runs in a thread, and ``broker/config_changes.py`` on every broker applies it. Brokers: odradek
-has no dynamically updatable broker configs yet, so every broker config is refused with Kafka's
-INVALID_REQUEST "Cannot update these configs dynamically" — never stored without effect. Not a
-handler module (it is not listed in the registry).
+runs in a thread, and ``broker/config_changes.py`` on every broker applies it. Brokers: only
+the dynamic per-broker configs odradek applies (``DYNAMIC_BROKER_CONFIG``, the replication
+throttle rates) are accepted, for one broker id (/config/brokers/<id>, announced the same way);
+any other broker config is refused with Kafka's INVALID_REQUEST "Cannot update these configs
+dynamically", and the cluster default (empty name) with Kafka's "broker id must be specified" —
+never stored without effect. Not a handler module (it is not listed in the registry).
 """
 from __future__ import annotations
 
@@ -17,7 +19,11 @@ from twisted.internet import defer
 
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.zk import topics as topic_rules
+from odradek.zk.config_entities import BROKERS, EntityConfigs
 from odradek.zk.znodes import ConfigEntityZNode
+
+from ..config.dynamic import DYNAMIC_BROKER_CONFIG, dynamic_broker_values
+from ..config.kafka_config import ConfigError
 
 from .authz import ALTER_CONFIGS, CLUSTER, TOPIC, authorize
 from .context import BrokerContext, RequestContext
@@ -54,9 +60,7 @@ async def alter(ctx: BrokerContext, resource: Any, validate_only: bool,
     name = resource.resource_name
     try:
         if resource.resource_type == BROKER_RESOURCE:
-            raise KafkaError(ErrorCode.INVALID_REQUEST, "Cannot update these configs dynamically: "
-                             f"{', '.join(sorted(c.name for c in resource.configs))} (odradek has no "
-                             "dynamically updatable broker configs yet)")
+            return await _alter_broker(ctx, resource, validate_only, new_overrides)
         topic_rules.validate_topic_name(name)
         if not ctx.metadata_cache.contains_topic(name):
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
@@ -70,6 +74,30 @@ async def alter(ctx: BrokerContext, resource: Any, validate_only: bool,
             await ctx.run_in_thread(ctx.admin.change_topic_config, name, overrides)
     except KafkaError as e:
         return result(resource, e.code, e.message)
+    return result(resource)
+
+
+async def _alter_broker(ctx: BrokerContext, resource: Any, validate_only: bool,
+                        new_overrides: Callable[[dict[str, str]], dict[str, str]]) -> dict:
+    name = resource.resource_name
+    fixed = sorted(c.name for c in resource.configs if c.name not in DYNAMIC_BROKER_CONFIG)
+    if fixed:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"Cannot update these configs dynamically: {', '.join(fixed)}")
+    if not name:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, "Cannot update these configs at default cluster level, "
+                         "broker id must be specified")
+    if not name.isdigit():
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"Invalid broker id {name}")
+    current = await ctx.run_in_thread(ctx.zk.get_entity_config, BROKERS, name) if ctx.zk is not None else {}
+    overrides = new_overrides(dict(current))
+    try:
+        dynamic_broker_values({k: v for k, v in overrides.items() if k in DYNAMIC_BROKER_CONFIG})
+    except ConfigError as e:
+        raise KafkaError(ErrorCode.INVALID_CONFIG, str(e)) from None
+    if not validate_only:
+        if ctx.admin is None:
+            raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, "this broker has no ZooKeeper client")
+        await ctx.run_in_thread(EntityConfigs(ctx.admin).change, BROKERS, name, overrides)
     return result(resource)
 
 

@@ -80,6 +80,7 @@ class BrokerContext:
     controller_view: ControllerView | None = None    # who may send controller requests (None: nobody)
     authorizer: AclAuthorizer | None = None          # authorizer.class.name set: ACLs decide (broker/apis/authz.py)
     topic_configs: dict[str, dict[str, str]] = field(default_factory=dict)
+    dynamic_broker_config: dict[str, str] = field(default_factory=dict)   # /config/brokers/<id>, applied
     pending_auto_creates: set[str] = field(default_factory=set)
 
     @property

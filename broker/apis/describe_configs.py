@@ -102,7 +102,7 @@ def _describe(ctx: BrokerContext, r: Any, overrides: dict[str, dict[str, str]], 
         if _broker_id(name) != config.broker_id:
             raise KafkaError(ErrorCode.INVALID_REQUEST,
                              f"Unexpected broker id, expected {config.broker_id} or empty string, but received {name}")
-        return _result(r, configs=_selected(r, describe.broker_configs(config, synonyms, docs)))
+        return _result(r, configs=_selected(r, describe.broker_configs(config, synonyms, docs, ctx.dynamic_broker_config)))
     if r.resource_type == BROKER_LOGGER_RESOURCE:
         if not name:
             raise KafkaError(ErrorCode.INVALID_REQUEST, "Broker id must not be empty")

@@ -4,8 +4,8 @@ Invariant: served only from the controller ZooKeeper has now, to this broker's
 current registration (``controller_common``: STALE_CONTROLLER_EPOCH or
 STALE_BROKER_EPOCH otherwise, nothing deleted); the replica manager refuses a
 controller epoch older than the newest it applied; v3 per-partition leader epochs fence
-older requests (FENCED_LEADER_EPOCH). Deleting a partition deletes its log and
-forgets the topic's cached config.
+older requests (FENCED_LEADER_EPOCH). Deleting a partition deletes its log, and the topic's
+cached config is forgotten once no partition of it is left here.
 With an authorizer, the sender needs ClusterAction on the Cluster
 (CLUSTER_AUTHORIZATION_FAILED otherwise, nothing changed).
 """
@@ -47,8 +47,9 @@ def handle(ctx: BrokerContext, rc: RequestContext, req):
 def _stop(ctx: BrokerContext, rc: RequestContext, req) -> dict:
     parts = partitions_of(req, rc.api_version)
     top, errors = ctx.replica_manager.stop_replicas(req.controller_epoch, parts)
+    hosted = {t for t, _ in ctx.replica_manager.partitions}
     for (topic, _), delete, _ in parts:
-        if delete:
+        if delete and topic not in hosted:   # (a reassignment may delete one partition of many)
             ctx.topic_configs.pop(topic, None)
     return _response(top, parts, errors)
 

@@ -9,19 +9,21 @@ from server.properties STATIC_BROKER_CONFIG; a default DEFAULT_CONFIG. The synon
 config are the broker settings it falls back to, most specific first, cut before the first
 one whose name is not the config's own broker name (so ``retention.ms`` lists
 ``log.retention.ms`` entries but not a ``log.retention.hours`` default, as Kafka does).
-odradek has no dynamic broker configs yet: every broker config is reported read-only, and the
-default-broker resource (empty name) has no entries.
+A broker's dynamic configs (the replication throttle rates of /config/brokers/<id>) are
+DYNAMIC_BROKER_CONFIG and not read-only; every other broker config is read-only (odradek has no
+other dynamic broker configs), and the default-broker resource (empty name) has no entries.
 """
 from __future__ import annotations
 
 import logging
 from typing import Any, Mapping, NamedTuple
 
+from .dynamic import DYNAMIC_BROKER_CONFIG
 from .kafka_config import BROKER_CONFIG, BROKER_SYNONYM, TOPIC_CONFIG, KafkaConfig, LogConfig
 from .types import BOOLEAN, DOUBLE, INT, LIST, LONG, PASSWORD, REQUIRED, SHORT, STRING, ConfigKey
 
 # ConfigSource ids (DescribeConfigsResponse.config_source / synonyms.source)
-DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG = 1, 2, 3
+DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG_SOURCE, DYNAMIC_DEFAULT_BROKER_CONFIG = 1, 2, 3
 STATIC_BROKER_CONFIG, DEFAULT_CONFIG, DYNAMIC_BROKER_LOGGER_CONFIG = 4, 5, 6
 # ConfigType ids (config_type, v3+)
 TYPE_IDS = {BOOLEAN: 1, STRING: 2, INT: 3, SHORT: 4, LONG: 5, DOUBLE: 6, LIST: 7, PASSWORD: 9}
@@ -104,10 +106,19 @@ def topic_configs(config: KafkaConfig, overrides: Mapping[str, str], include_syn
     return out
 
 
-def broker_configs(config: KafkaConfig, include_synonyms: bool, include_documentation: bool) -> list[DescribedConfig]:
-    """Every config of this broker: its known settings and whatever else server.properties holds."""
-    names = set(BROKER_CONFIG) | {n for n, v in config.originals.items() if v is not None}
+def broker_configs(config: KafkaConfig, include_synonyms: bool, include_documentation: bool,
+                   dynamic: Mapping[str, str] | None = None) -> list[DescribedConfig]:
+    """Every config of this broker: its known settings, whatever else server.properties holds,
+    and its dynamic configs (``dynamic``: the overrides of /config/brokers/<id> it applied)."""
+    dynamic = dynamic or {}
+    names = (set(BROKER_CONFIG) | {n for n, v in config.originals.items() if v is not None}) - set(DYNAMIC_BROKER_CONFIG)
     out = []
+    for name, dynamic_key in DYNAMIC_BROKER_CONFIG.items():
+        if name in dynamic:
+            synonyms = [Synonym(name, dynamic[name], DYNAMIC_BROKER_CONFIG_SOURCE)]
+            out.append(DescribedConfig(name, dynamic[name], DYNAMIC_BROKER_CONFIG_SOURCE, False, False,
+                                       synonyms if include_synonyms else [], TYPE_IDS[dynamic_key.type],
+                                       dynamic_key.doc if include_documentation else None))
     for name in sorted(names):
         key = BROKER_CONFIG.get(name)
         sensitive = key is None or key.type == PASSWORD

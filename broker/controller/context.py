@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from odradek.zk.znodes import BrokerInfo, LeaderIsrAndControllerEpoch
+from odradek.zk.znodes import BrokerInfo, LeaderIsrAndControllerEpoch, ReplicaAssignment
 
 from .states import PartitionState, ReplicaState
 
@@ -36,6 +36,10 @@ class ControllerContext:
     topics_ineligible_for_deletion: set[str] = field(default_factory=set)
     topics_with_deletion_started: set[str] = field(default_factory=set)
     replicas_on_offline_dirs: dict[int, set[TopicPartition]] = field(default_factory=dict)
+    # KIP-455: the adding/removing replicas of partitions whose assignment has them, and the
+    # partitions whose reassignment the controller is driving (Kafka's partitionsBeingReassigned)
+    reassigning_replicas: dict[TopicPartition, ReplicaAssignment] = field(default_factory=dict)
+    partitions_being_reassigned: set[TopicPartition] = field(default_factory=set)
 
     # ------------------------------------------------------------ brokers
 
@@ -63,6 +67,26 @@ class ControllerContext:
 
     def set_assignment(self, tp: TopicPartition, replicas: list[int]) -> None:
         self.assignments.setdefault(tp[0], {})[tp[1]] = list(replicas)
+        ra = self.reassigning_replicas.get(tp)
+        if ra is not None and ra.replicas != list(replicas):
+            self.set_full_assignment(tp, ReplicaAssignment(
+                list(replicas), [b for b in ra.adding_replicas if b in replicas],
+                [b for b in ra.removing_replicas if b in replicas]))
+
+    def set_full_assignment(self, tp: TopicPartition, assignment: ReplicaAssignment) -> None:
+        """The replicas and, during a reassignment, which of them are being added and removed."""
+        self.assignments.setdefault(tp[0], {})[tp[1]] = list(assignment.replicas)
+        if assignment.is_being_reassigned:
+            self.reassigning_replicas[tp] = ReplicaAssignment(
+                list(assignment.replicas), list(assignment.adding_replicas), list(assignment.removing_replicas))
+        else:
+            self.reassigning_replicas.pop(tp, None)
+
+    def full_assignment(self, tp: TopicPartition) -> ReplicaAssignment:
+        return self.reassigning_replicas.get(tp) or ReplicaAssignment(self.replicas(tp))
+
+    def is_topic_being_reassigned(self, topic: str) -> bool:
+        return any(tp[0] == topic for tp in self.partitions_being_reassigned)
 
     def replicas(self, tp: TopicPartition) -> list[int]:
         return self.assignments.get(tp[0], {}).get(tp[1], [])
@@ -92,6 +116,8 @@ class ControllerContext:
             self.partition_states.pop(tp, None)
             for b in self.replicas(tp):
                 self.replica_states.pop((tp, b), None)
+            self.reassigning_replicas.pop(tp, None)
+            self.partitions_being_reassigned.discard(tp)
         self.assignments.pop(topic, None)
         self.all_topics.discard(topic)
         self.topics_to_delete.discard(topic)

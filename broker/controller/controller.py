@@ -64,6 +64,7 @@ class KafkaController:
         self._runner: defer.Deferred | None = None
         self._running = False
         self._partition_watches: dict[str, Callable[[], None]] = {}
+        self._isr_watches: dict[tuple[str, int], Callable[[], None]] = {}
         self._rebalance_call: IDelayedCall | None = None
         self._registered_session: int | None = None   # the session /brokers/ids/<id> belongs to
         self.auto_rebalance = bool(_cfg(config, "auto.leader.rebalance.enable", True))
@@ -128,6 +129,18 @@ class KafkaController:
         """ElectLeaders from an admin (``ControllerCore.elect_leaders``), on the event queue."""
         return await self._requested("ReplicaLeaderElection", lambda: self.core.elect_leaders(partitions, unclean))
 
+    async def alter_partition_reassignments(self, requested: dict[tuple[str, int], list[int] | None]
+                                            ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
+        """AlterPartitionReassignments from an admin (``PartitionReassignments.alter``)."""
+        return await self._requested("ApiPartitionReassignment",
+                                     lambda: self.core.reassignments.alter(requested))
+
+    async def list_partition_reassignments(self, partitions: list[tuple[str, int]] | None) -> dict:
+        """ListPartitionReassignments: {tp: ReplicaAssignment} of the ongoing reassignments."""
+        async def run() -> dict:
+            return self.core.reassignments.ongoing(partitions)
+        return await self._requested("ListPartitionReassignments", run)
+
     def topic_unclean_leader_election_enabled(self, topic: str) -> None:
         """unclean.leader.election.enable became true for ``topic``: elect leaders for its offline
         partitions now (Kafka's TopicUncleanLeaderElectionEnable event)."""
@@ -177,6 +190,18 @@ class KafkaController:
 
     def preferred_replica_election(self) -> None:
         self._from_thread("PreferredReplicaElection", self.core.on_preferred_replica_election_znode, True)
+
+    def partition_reassignment(self) -> None:
+        self._from_thread("ZkPartitionReassignment", self.core.reassignments.on_zk_request, True)
+
+    def reassignment_isr_change(self, tp: tuple[str, int]) -> Callable[[], None]:
+        w = self._isr_watches.get(tp)
+        if w is None:
+            def w() -> None:
+                self._from_thread("PartitionReassignmentIsrChange",
+                                  lambda: self.core.reassignments.on_isr_change(tp), True)
+            self._isr_watches[tp] = w
+        return w
 
     def partition_modification(self, topic: str) -> Callable[[], None]:
         w = self._partition_watches.get(topic)

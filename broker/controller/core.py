@@ -3,8 +3,8 @@
 Invariant: sans-IO apart from the two boundaries it is given — a
 ``ControllerZkBackend`` (async, epoch-fenced) and a ``Channels`` sink for
 requests and broker connections — so every decision (failover, broker
-startup/failure/bounce, new topics and partitions, deletion, ISR change
-notifications, log dir failures (``log_dir_failure``), controlled shutdown, preferred
+startup/failure/bounce, new topics and partitions, deletion, partition reassignment
+(``reassignment``), ISR change notifications, log dir failures (``log_dir_failure``), controlled shutdown, preferred
 elections and the auto leader rebalance) is testable with in-memory fakes. Handlers
 run one at a time (the shell's event queue guarantees it).
 """
@@ -22,6 +22,7 @@ from . import rebalance
 from .election import ElectionResult
 from .log_dir_failure import LogDirFailureEvents
 from .partition_state_machine import PartitionStateMachine, Strategy
+from .reassignment import PartitionReassignments
 from .replica_state_machine import ReplicaStateMachine
 from .request_batch import ControllerRequestBatch, OutRequest
 from .states import PartitionState, ReplicaState
@@ -50,6 +51,8 @@ class ControllerCore:
         self.rsm = ReplicaStateMachine(self.ctx, zk, self.batch, send)
         self.deletion = TopicDeletionManager(self.ctx, zk, self.batch, send, self.psm, self.rsm,
                                              delete_topic_enable)
+        self.reassignments = PartitionReassignments(self.ctx, zk, self.batch, send, self.psm, self.rsm,
+                                                    self.deletion)
         self.log_dirs = LogDirFailureEvents(self.ctx, zk, self.rsm,  # type: ignore[arg-type]
                                             self.on_replicas_become_offline)
 
@@ -73,8 +76,8 @@ class ControllerCore:
         for info in ctx.live_brokers.values():
             self.channels.add_broker(info)
         ctx.all_topics = await self.zk.get_all_topics()
-        for tp, replicas in (await self.zk.get_replica_assignment(sorted(ctx.all_topics))).items():
-            ctx.set_assignment(tp, replicas)
+        for tp, assignment in (await self.zk.get_replica_assignment(sorted(ctx.all_topics))).items():
+            ctx.set_full_assignment(tp, assignment)
         ctx.leadership = await self.zk.get_partition_states(ctx.all_partitions())
         # Pending deletions (flags of topics that do not exist are just removed).
         queued = set(await self.zk.get_topic_deletions())
@@ -88,6 +91,8 @@ class ControllerCore:
         self._send_update_metadata(ctx.live_or_shutting_down_broker_ids(), [])
         await self.rsm.startup()
         await self.psm.startup()
+        if hasattr(self.zk, "get_partition_reassignment"):   # (core test fakes may omit it)
+            await self.reassignments.on_failover()
         await self.deletion.resume_deletions()
         log.info("controller %d: failover done (epoch %d, %d brokers, %d topics)", self.controller_id,
                  epoch, len(ctx.live_brokers), len(ctx.all_topics))
@@ -133,6 +138,7 @@ class ControllerCore:
         replicas = ctx.replicas_on_brokers(new_brokers)
         await self.rsm.handle_state_changes(replicas, ReplicaState.ONLINE)
         await self.psm.trigger_online_partition_state_change()
+        await self.reassignments.on_broker_startup(new_brokers)
         topics = {pr[0][0] for pr in replicas if ctx.is_topic_queued_for_deletion(pr[0][0])}
         if topics:
             await self.deletion.resume_deletion_for_topics(topics)
@@ -168,8 +174,8 @@ class ControllerCore:
         added = await self.zk.get_replica_assignment(sorted(new)) if new else {}
         for t in deleted:
             ctx.remove_topic(t)
-        for tp, replicas in added.items():
-            ctx.set_assignment(tp, replicas)
+        for tp, assignment in added.items():
+            ctx.set_full_assignment(tp, assignment)
         if added:
             log.info("controller %d: new topics %s", self.controller_id, sorted(new))
             await self.on_new_partition_creation(sorted(added))
@@ -179,14 +185,14 @@ class ControllerCore:
         if topic not in ctx.all_topics:
             return
         assignment = await self.zk.get_replica_assignment([topic])
-        to_add = {tp: r for tp, r in assignment.items() if not ctx.replicas(tp)}
+        to_add = {tp: a for tp, a in assignment.items() if not ctx.replicas(tp)}
         if not to_add:
             return
         if ctx.is_topic_queued_for_deletion(topic):
             log.warning("controller: skipping partition additions to %s: it is being deleted", topic)
             return
-        for tp, r in to_add.items():
-            ctx.set_assignment(tp, r)
+        for tp, a in to_add.items():
+            ctx.set_full_assignment(tp, a)
         await self.on_new_partition_creation(sorted(to_add))
 
     async def on_new_partition_creation(self, partitions: list[TopicPartition]) -> None:

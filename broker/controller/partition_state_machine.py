@@ -34,6 +34,7 @@ class Strategy(Enum):
     OFFLINE_ALLOW_UNCLEAN = "offline-unclean"
     PREFERRED = "preferred"
     CONTROLLED_SHUTDOWN = "controlled-shutdown"
+    REASSIGN = "reassign"                 # a completed reassignment's leader, from its replicas
 
 
 def _truthy(v: object) -> bool:
@@ -194,6 +195,9 @@ class PartitionStateMachine:
                 if not [b for b in st.isr if b in live]:
                     unclean = await self._unclean_allowed(tp[0], strategy)
                 r = election.offline_partition_leader_election(assignment, st.isr, live, unclean)
+                rcpt = [b for b in assignment if b in live]
+            elif strategy is Strategy.REASSIGN:
+                r = election.reassign_partition_leader_election(assignment, st.isr, live)
                 rcpt = [b for b in assignment if b in live]
             elif strategy is Strategy.PREFERRED:
                 r = election.preferred_replica_partition_leader_election(assignment, st.isr, live)

@@ -53,6 +53,8 @@ class _LeaderAndIsrEntry:
     state: LeaderIsrAndControllerEpoch
     replicas: list[int]
     is_new: bool
+    adding: list[int] = field(default_factory=list)
+    removing: list[int] = field(default_factory=list)
 
 
 def _group(items: dict[TopicPartition, Any]) -> dict[str, list[tuple[int, Any]]]:
@@ -95,12 +97,16 @@ class ControllerRequestBatch:
     def add_leader_and_isr(self, broker_ids: Iterable[int], tp: TopicPartition,
                            state: LeaderIsrAndControllerEpoch, replicas: list[int],
                            is_new: bool) -> None:
+        ra = self.ctx.full_assignment(tp)
+        adding = [b for b in ra.adding_replicas if b in replicas]
+        removing = [b for b in ra.removing_replicas if b in replicas]
         for b in broker_ids:
             if b < 0:
                 continue
             per = self.leader_and_isr.setdefault(b, {})
             old = per.get(tp)
-            per[tp] = _LeaderAndIsrEntry(state, list(replicas), is_new or (old is not None and old.is_new))
+            per[tp] = _LeaderAndIsrEntry(state, list(replicas), is_new or (old is not None and old.is_new),
+                                         adding, removing)
         self.add_update_metadata(self.ctx.live_or_shutting_down_broker_ids(), [tp])
 
     def add_stop_replica(self, broker_ids: Iterable[int], tp: TopicPartition, delete: bool) -> None:
@@ -156,7 +162,7 @@ class ControllerRequestBatch:
                     "controller_epoch": e.state.controller_epoch, "leader": e.state.leader,
                     "leader_epoch": e.state.leader_epoch, "isr": list(e.state.isr),
                     "zk_version": e.state.zk_version, "replicas": list(e.replicas),
-                    "adding_replicas": [], "removing_replicas": [], "is_new": e.is_new}
+                    "adding_replicas": list(e.adding), "removing_replicas": list(e.removing), "is_new": e.is_new}
         leader_ids = {e.state.leader for e in entries.values()}
         live_leaders = []
         for b in sorted(leader_ids):

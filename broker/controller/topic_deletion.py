@@ -4,7 +4,8 @@ Invariant: a topic queued in /admin/delete_topics is removed from ZooKeeper
 (/brokers/topics/<t>, /config/topics/<t>, /admin/delete_topics/<t>) only after
 every one of its replicas reached ReplicaDeletionSuccessful (StopReplica with
 delete=True acknowledged without error); while any replica's broker is down the
-topic is ineligible and deletion pauses, resuming when the broker returns.
+topic is ineligible and deletion pauses, resuming when the broker returns; while one of its
+partitions is being reassigned deletion waits for the reassignment to finish.
 """
 from __future__ import annotations
 
@@ -74,7 +75,8 @@ class TopicDeletionManager:
     def is_eligible(self, topic: str) -> bool:
         return (topic in self.ctx.topics_to_delete
                 and not self._any_replica_in(topic, ReplicaState.DELETION_STARTED)
-                and topic not in self.ctx.topics_ineligible_for_deletion)
+                and topic not in self.ctx.topics_ineligible_for_deletion
+                and not self.ctx.is_topic_being_reassigned(topic))
 
     async def resume_deletions(self) -> None:
         retry, eligible = set(), set()

@@ -58,6 +58,12 @@ class PartitionFetchState:
     current_leader_epoch: int
     status: FetchStatus = FetchStatus.TRUNCATING
     delayed_until: float = 0.0  # scheduler seconds
+    lag: int | None = None      # leader HW - fetch offset after the last fetch (None: not fetched yet)
+
+    @property
+    def in_sync(self) -> bool:
+        """Kafka's isReplicaInSync: caught up with the leader's HW at the last fetch."""
+        return self.lag is not None and self.lag <= 0
 
     def ready(self, now: float) -> bool:
         return now >= self.delayed_until
@@ -290,9 +296,14 @@ class ReplicaFetcher:
 
     # -------------------------------------------------------------- fetching
 
+    def _throttled(self, tp: TopicPartition, st: PartitionFetchState) -> bool:
+        return self.rm.follower_quota.enabled and not st.in_sync and self.rm.is_throttled("follower", tp)
+
     async def _fetch(self, states: dict[TopicPartition, PartitionFetchState]) -> None:
         topics: dict[str, list[dict]] = {}
         requested: dict[TopicPartition, tuple[PartitionFetchState, int]] = {}
+        throttled: list[TopicPartition] = []
+        quota = self.rm.follower_quota
         for tp, st in states.items():
             p = self._current(tp, st)
             if p is None:
@@ -301,11 +312,16 @@ class ReplicaFetcher:
                 st.status = FetchStatus.TRUNCATING
                 st.fetch_offset = p.high_watermark
                 continue
+            if self._throttled(tp, st) and quota.is_exceeded(self.scheduler.seconds()):
+                throttled.append(tp)   # Kafka's shouldFollowerThrottle: not asked for this round
+                continue
             requested[tp] = (st, st.fetch_offset)
             topics.setdefault(tp[0], []).append({
                 "partition": tp[1], "current_leader_epoch": st.current_leader_epoch,
                 "fetch_offset": st.fetch_offset, "log_start_offset": p.log_start_offset,
                 "partition_max_bytes": self.max_bytes})
+        if throttled:
+            self._delay(throttled, states)
         if not requested:
             return
         body = {"replica_id": self.broker_id, "max_wait_ms": self.max_wait_ms, "min_bytes": self.min_bytes,
@@ -340,9 +356,13 @@ class ReplicaFetcher:
             if p.log_end_offset != offset:
                 st.status, st.fetch_offset = FetchStatus.TRUNCATING, p.high_watermark
                 return
+            records = complete_batches(r.record_set or b"")
+            throttled = self._throttled(tp, st)
             try:
-                st.fetch_offset = p.append_as_follower(complete_batches(r.record_set or b""),
-                                                       r.high_watermark, r.log_start_offset)
+                st.fetch_offset = p.append_as_follower(records, r.high_watermark, r.log_start_offset)
+                st.lag = max(0, r.high_watermark - st.fetch_offset)
+                if throttled and records:
+                    self.rm.follower_quota.record(len(records), self.scheduler.seconds())
             except KafkaError as e:
                 if e.code in INVALID_DATA:
                     log.error("%s: stopped fetching %s-%d: the leader's batch at offset %d failed validation "

@@ -32,6 +32,7 @@ from ..log.validator import RecordValidationError
 from ..metadata_cache import MetadataCache, PartitionMetadata
 from .isr_propagation import CHECK_INTERVAL_MS, IsrChangePropagation
 from .partition import Partition
+from .replication_quota import ReplicationQuota, is_throttled
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +107,9 @@ class ReplicaManager:
         self.lag_time_max_ms = int(config["replica.lag.time.max.ms"])
         self.isr_propagation = IsrChangePropagation(self.now_ms())
         self.leader_endpoints: dict[int, tuple[str, int]] = {}  # from LeaderAndIsr live_leaders
+        # inter-broker replication throttles (``replication_quota``; limits from dynamic broker configs)
+        self.leader_quota = ReplicationQuota()
+        self.follower_quota = ReplicationQuota()
         self._loops: list[task.LoopingCall] = []
 
     def now_ms(self) -> int:
@@ -164,6 +168,16 @@ class ReplicaManager:
         if cfg is None and self._log_config_for is not None:
             cfg = self._log_config_for(topic)
         return cfg
+
+    def is_throttled(self, side: str, tp: TopicPartition) -> bool:
+        """Does the topic's ``<side>.replication.throttled.replicas`` throttle ``tp`` on this broker?"""
+        cfg = self.log_config(tp[0])
+        return cfg is not None and is_throttled(cfg[f"{side}.replication.throttled.replicas"], tp[1], self.broker_id)
+
+    def _leader_throttled(self, p: Partition, replica_id: int) -> bool:
+        """Kafka's shouldLeaderThrottle but for the rate: a follower outside the ISR of a throttled
+        partition (it gets no data while the leader-side quota is exceeded)."""
+        return self.leader_quota.enabled and replica_id not in p.isr and self.is_throttled("leader", p.tp)
 
     def min_insync_replicas(self, topic: str) -> int:
         cfg = self.log_config(topic)
@@ -411,12 +425,16 @@ class ReplicaManager:
                 end = p.fetch_end_offset(from_follower, params.isolation_level)
                 records = b""
                 limit = min(fp.max_bytes, remaining)
-                if fp.fetch_offset < end and (limit > 0 or min_one_batch):
+                throttled = from_follower and self._leader_throttled(p, params.replica_id)
+                held = throttled and self.leader_quota.is_exceeded(self.scheduler.seconds())
+                if fp.fetch_offset < end and not held and (limit > 0 or min_one_batch):
                     with p.io_guard("reading"):
                         records = log_.read(fp.fetch_offset, limit, max_offset=end, min_one_batch=min_one_batch)
                     if records:
                         min_one_batch = False
                         remaining = max(remaining - len(records), 0)
+                        if throttled:
+                            self.leader_quota.record(len(records), self.scheduler.seconds())
                 result = {"error_code": 0, "high_watermark": p.high_watermark,
                           "last_stable_offset": p.last_stable_offset,
                           "log_start_offset": log_.log_start_offset, "records": records}
@@ -514,6 +532,9 @@ class ReplicaManager:
         end = p.fetch_end_offset(params.is_from_follower, params.isolation_level)
         if fp.fetch_offset >= end:
             return 0
+        if (params.is_from_follower and self._leader_throttled(p, params.replica_id)
+                and self.leader_quota.is_exceeded(self.scheduler.seconds())):
+            return 0   # throttled data does not complete a parked follower fetch (Kafka's DelayedFetch)
         if needed <= 1:
             return 1
         # Kafka counts min(bytes up to the end offset, partition max bytes)

@@ -12,6 +12,7 @@ from . import (
     add_offsets_to_txn,
     add_partitions_to_txn,
     alter_configs,
+    alter_partition_reassignments,
     alter_user_scram_credentials,
     api_versions,
     controlled_shutdown,
@@ -39,6 +40,7 @@ from . import (
     leave_group,
     list_groups,
     list_offsets,
+    list_partition_reassignments,
     metadata,
     offset_commit,
     offset_delete,
@@ -65,6 +67,7 @@ ALL_APIS: tuple[ModuleType, ...] = (
     describe_user_scram_credentials, alter_user_scram_credentials,
     describe_acls, create_acls, delete_acls, describe_cluster, offset_delete,
     elect_leaders, alter_configs, incremental_alter_configs, describe_log_dirs,
+    alter_partition_reassignments, list_partition_reassignments,
 )
 
 API_BY_KEY: dict[int, ModuleType] = {api.API_KEY: api for api in ALL_APIS}

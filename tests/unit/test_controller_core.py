@@ -11,7 +11,7 @@ from odradek.broker.controller.request_batch import LEADER_AND_ISR, STOP_REPLICA
 from odradek.broker.controller.states import PartitionState, ReplicaState
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.zk.session import ControllerMovedError, UpdateResult
-from odradek.zk.znodes import BrokerInfo, Endpoint, LeaderIsrAndControllerEpoch
+from odradek.zk.znodes import BrokerInfo, Endpoint, LeaderIsrAndControllerEpoch, ReplicaAssignment
 from odradek.zk.znodes import LeaderIsrAndControllerEpoch as S
 
 # ---------------------------------------------------------------- fakes of the two boundaries
@@ -52,7 +52,8 @@ class FakeZk:
         return set(self.topics)
 
     async def get_replica_assignment(self, topics):
-        return {(t, p): list(r) for t in topics if t in self.topics for p, r in self.topics[t].items()}
+        return {(t, p): ReplicaAssignment(list(r)) for t in topics if t in self.topics
+                for p, r in self.topics[t].items()}
 
     async def get_partition_states(self, partitions):
         return {tp: copy.deepcopy(self.states[tp]) for tp in partitions if tp in self.states}
