@@ -16,17 +16,13 @@ import threading
 import time
 from typing import Any, Callable, Iterable, Mapping
 
-from odradek.protocol.apis import alter_partition_reassignments as _alter_reassignments
 from odradek.protocol.apis import create_topics as _create_topics
 from odradek.protocol.apis import delete_groups as _delete_groups
 from odradek.protocol.apis import delete_topics as _delete_topics
 from odradek.protocol.apis import describe_configs as _describe_configs
-from odradek.protocol.apis import describe_log_dirs as _describe_log_dirs
-from odradek.protocol.apis import elect_leaders as _elect_leaders
 from odradek.protocol.apis import incremental_alter_configs as _incremental_alter_configs
 from odradek.protocol.apis import describe_groups as _describe_groups
 from odradek.protocol.apis import list_groups as _list_groups
-from odradek.protocol.apis import list_partition_reassignments as _list_reassignments
 from odradek.protocol.apis import offset_commit as _offset_commit
 from odradek.protocol.apis import offset_delete as _offset_delete
 from odradek.protocol.apis import offset_fetch as _offset_fetch
@@ -37,6 +33,7 @@ from .cluster import ClusterMetadata, NodePool
 from .config import ClientConfig
 from .group_membership import find_coordinator
 from .offset_commits import offsets_body
+from .partition_admin import PartitionAdmin
 from .structs import (
     ConfigEntry,
     GroupDescription,
@@ -58,7 +55,7 @@ _SOURCE_NAMES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CON
                  4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG", 6: "DYNAMIC_BROKER_LOGGER_CONFIG"}
 
 
-class AdminClient:
+class AdminClient(PartitionAdmin):
     """Topic and cluster administration (thread-safe: one call at a time)."""
 
     def __init__(self, config: Mapping[str, Any] | None = None, **configs: Any) -> None:
@@ -239,90 +236,6 @@ class AdminClient:
         [r] = self._call(_incremental_alter_configs, body, self._resource_nodes(kind, name)).responses
         if r.error_code != ErrorCode.NONE:
             raise KafkaError(ErrorCode(r.error_code), r.error_message or f"{kind} {name!r}")
-
-    def elect_leaders(self, election_type: str, partitions: Iterable[TopicPartition] | None,
-                      timeout_ms: int = 60000) -> dict[TopicPartition, KafkaError | None]:
-        """ElectLeaders ("preferred" or "unclean") on the controller: {partition: None (elected) |
-        KafkaError (ELECTION_NOT_NEEDED, PREFERRED_LEADER_NOT_AVAILABLE, ...)}; ``partitions`` None:
-        every partition of the cluster."""
-        topics: dict[str, list[int]] = {}
-        for tp in partitions or ():
-            topics.setdefault(tp.topic, []).append(tp.partition)
-        body = {"election_type": {"preferred": 0, "unclean": 1}[election_type.lower()], "timeout_ms": timeout_ms,
-                "topic_partitions": None if partitions is None else [
-                    {"topic": t, "partition_id": ps} for t, ps in topics.items()]}
-
-        resp = self._call(_elect_leaders, body, self._controller, self._moved,
-                          max(timeout_ms, self.config["request.timeout.ms"]))
-        if resp.error_code != ErrorCode.NONE:
-            raise KafkaError(ErrorCode(resp.error_code), "ElectLeaders")
-        return {TopicPartition(r.topic, p.partition_id):
-                None if p.error_code == ErrorCode.NONE else KafkaError(ErrorCode(p.error_code), p.error_message or "")
-                for r in resp.replica_election_results for p in r.partition_result}
-
-    def alter_partition_reassignments(self, reassignments: Mapping[TopicPartition, Iterable[int] | None]
-                                      ) -> dict[TopicPartition, KafkaError | None]:
-        """AlterPartitionReassignments on the controller: a target replica list per partition, or
-        None to cancel its reassignment; {partition: None (started) | KafkaError}. The answer
-        comes once the reassignments started; ``list_partition_reassignments`` follows them."""
-        topics: dict[str, list[dict[str, Any]]] = {}
-        for tp, replicas in reassignments.items():
-            topics.setdefault(tp.topic, []).append(
-                {"partition_index": tp.partition, "replicas": None if replicas is None else list(replicas)})
-        timeout_ms = self.config["request.timeout.ms"]
-        resp = self._call(_alter_reassignments, {"timeout_ms": timeout_ms, "topics": [
-            {"name": t, "partitions": ps} for t, ps in topics.items()]}, self._controller, self._moved)
-        if resp.error_code != ErrorCode.NONE:
-            raise KafkaError(ErrorCode(resp.error_code), resp.error_message or "AlterPartitionReassignments")
-        return {TopicPartition(r.name, p.partition_index):
-                None if p.error_code == ErrorCode.NONE else KafkaError(ErrorCode(p.error_code), p.error_message or "")
-                for r in resp.responses for p in r.partitions}
-
-    def list_partition_reassignments(self, partitions: Iterable[TopicPartition] | None = None
-                                     ) -> dict[TopicPartition, dict[str, list[int]]]:
-        """ListPartitionReassignments: {partition: {"replicas", "adding_replicas",
-        "removing_replicas"}} for the reassignments in progress (of ``partitions``; None: all)."""
-        topics: dict[str, list[int]] = {}
-        for tp in partitions or ():
-            topics.setdefault(tp.topic, []).append(tp.partition)
-        resp = self._call(_list_reassignments, {"timeout_ms": self.config["request.timeout.ms"], "topics": None
-                                                if partitions is None else [{"name": t, "partition_indexes": ps}
-                                                                            for t, ps in topics.items()]},
-                          self._controller, self._moved)
-        if resp.error_code != ErrorCode.NONE:
-            raise KafkaError(ErrorCode(resp.error_code), resp.error_message or "ListPartitionReassignments")
-        return {TopicPartition(t.name, p.partition_index):
-                {"replicas": list(p.replicas), "adding_replicas": list(p.adding_replicas),
-                 "removing_replicas": list(p.removing_replicas)} for t in resp.topics for p in t.partitions}
-
-    def _controller(self) -> list[int]:
-        node = self._cluster.controller_id
-        return [node] if node is not None and node >= 0 else []
-
-    @staticmethod
-    def _moved(resp: Any) -> str | None:
-        return "no longer the controller" if resp.error_code == ErrorCode.NOT_CONTROLLER else None
-
-    def describe_log_dirs(self, broker_ids: Iterable[int] | None = None, topics: Iterable[str] | None = None
-                          ) -> dict[int, list[dict[str, Any]]]:
-        """DescribeLogDirs of each broker (default: every live broker): {broker: [{"log_dir", "error"
-        (None or the ErrorCode name), "partitions": [{"topic", "partition", "size", "offset_lag",
-        "is_future"}]}]}; ``topics`` limits the partitions listed (default: all)."""
-        with self._lock:
-            self._cluster.refresh([] if topics is None else list(topics))
-            wanted = None if topics is None else [
-                {"topic": t, "partition_index": sorted(self._cluster.topics[t].partitions)}
-                for t in topics if t in self._cluster.topics]
-            ids = sorted(self._cluster.brokers) if broker_ids is None else list(broker_ids)
-        out: dict[int, list[dict[str, Any]]] = {}
-        for node in ids:
-            resp = self._call(_describe_log_dirs, {"topics": wanted}, lambda node=node: [node])
-            out[node] = [{"log_dir": r.log_dir,
-                          "error": None if r.error_code == 0 else ErrorCode(r.error_code).name,
-                          "partitions": [{"topic": t.name, "partition": p.partition_index, "size": p.partition_size,
-                                          "offset_lag": p.offset_lag, "is_future": p.is_future_key}
-                                         for t in r.topics for p in t.partitions]} for r in resp.results]
-        return out
 
     def _call(self, api: Any, body: dict[str, Any], nodes: Callable[[], Iterable[int]],
               moved: Callable[[Any], str | None] | None = None, timeout_ms: int | None = None) -> Any:

@@ -145,6 +145,36 @@ class DelayedProduce(DelayedOperation):
         self._respond({tp: st.response for tp, st in self.statuses.items()})
 
 
+class DelayedDeleteRecords(DelayedOperation):
+    """DeleteRecords: done when every partition's low watermark (the lowest log start offset of
+    its live replicas) reached the offset asked for; ``low_watermark(tp)`` gives it and the
+    partition's error (NOT_LEADER_OR_FOLLOWER once this broker no longer leads it)."""
+
+    def __init__(self, timeout_ms: int, statuses: dict[tuple[str, int], ProducePartitionStatus],
+                 low_watermark: Callable[[tuple[str, int]], tuple[int, ErrorCode]],
+                 respond: Callable[[dict[tuple[str, int], dict]], None]):
+        super().__init__(timeout_ms)
+        self.statuses = statuses
+        self._low_watermark = low_watermark
+        self._respond = respond
+
+    def can_complete(self) -> bool:
+        for tp, st in self.statuses.items():
+            if st.pending:
+                low, code = self._low_watermark(tp)
+                if code != ErrorCode.NONE or low >= st.required_offset:
+                    st.pending = False
+                    st.response.update(error_code=int(code), low_watermark=low if code == ErrorCode.NONE else -1)
+        return not any(st.pending for st in self.statuses.values())
+
+    def on_complete(self) -> None:
+        for st in self.statuses.values():
+            if st.pending:
+                st.pending = False
+                st.response.update(error_code=int(ErrorCode.REQUEST_TIMED_OUT), low_watermark=-1)
+        self._respond({tp: st.response for tp, st in self.statuses.items()})
+
+
 # ----------------------------------------------------------------------- fetch
 
 @dataclass

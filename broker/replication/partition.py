@@ -50,6 +50,7 @@ def epoch_cache_of(log_: Any) -> Any:
 class RemoteReplica:
     """The leader's view of one follower (Kafka's ``Replica``)."""
     leo: int = -1
+    log_start_offset: int = -1     # as its last fetch said (-1: unknown)
     last_caught_up_time_ms: int = NEVER_MS
     last_fetch_leader_leo: int = -1
     last_fetch_time_ms: int = NEVER_MS
@@ -237,11 +238,14 @@ class Partition:
         self.maybe_increment_high_watermark(now_ms)
         return info
 
-    def update_follower_fetch_state(self, replica_id: int, fetch_offset: int, now_ms: int = 0) -> bool:
-        """A follower fetched at ``fetch_offset`` (its LEO); True if the HW advanced."""
+    def update_follower_fetch_state(self, replica_id: int, fetch_offset: int, now_ms: int = 0,
+                                    log_start_offset: int = -1) -> bool:
+        """A follower fetched at ``fetch_offset`` (its LEO) with its log starting at
+        ``log_start_offset``; True if the HW advanced."""
         st = self.remote.get(replica_id)
         if st is None or not self.is_leader:
             return False
+        st.log_start_offset = log_start_offset
         prev = st.leo
         st.update_fetch_state(fetch_offset, now_ms, self.log.log_end_offset)
         if prev == st.leo:
@@ -262,6 +266,15 @@ class Partition:
             self.high_watermark = new_hw
             return True
         return False
+
+    def low_watermark(self, alive: set[int]) -> int:
+        """Kafka's lowWatermarkIfLeader: the lowest log start offset of this log and of the
+        replicas on live brokers (-1 while one of them has not said)."""
+        low = self.log.log_start_offset
+        for r, st in self.remote.items():
+            if r in alive:
+                low = min(low, st.log_start_offset)
+        return low
 
     def check_enough_replicas_reach_offset(self, required_offset: int,
                                            min_insync_replicas: int) -> tuple[bool, ErrorCode]:

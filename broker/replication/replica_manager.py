@@ -90,6 +90,7 @@ class ReplicaManager:
         self._log_config_for = log_config_for
         self.produce_purgatory = Purgatory("produce", scheduler)
         self.fetch_purgatory = Purgatory("fetch", scheduler)
+        self.delete_records_purgatory = Purgatory("delete-records", scheduler)
         self._checkpoint_hws: dict[TopicPartition, int] = {}
         # Hooks for the replica fetcher manager: called with lists of Partitions / tps.
         self.on_become_follower: Callable[[list[Partition]], None] = lambda parts: None
@@ -143,6 +144,7 @@ class ReplicaManager:
         self._loops = []
         self.produce_purgatory.shutdown()
         self.fetch_purgatory.shutdown()
+        self.delete_records_purgatory.shutdown()
         self.checkpoint_high_watermarks()
 
     # ------------------------------------------------------------------ lookups
@@ -335,6 +337,7 @@ class ReplicaManager:
     def _wake(self, tp: TopicPartition) -> None:
         self.produce_purgatory.check_and_complete(tp)
         self.fetch_purgatory.check_and_complete(tp)
+        self.delete_records_purgatory.check_and_complete(tp)
 
     # ------------------------------------------------------------------ produce
 
@@ -460,8 +463,9 @@ class ReplicaManager:
                 continue  # the read answers the fencing error; the fetch offset means nothing
             if not p.log_start_offset <= fp.fetch_offset <= p.log_end_offset:
                 continue  # out of range: not a LEO of this leader's log
-            if p.update_follower_fetch_state(params.replica_id, fp.fetch_offset, now):
+            if p.update_follower_fetch_state(params.replica_id, fp.fetch_offset, now, fp.log_start_offset):
                 self._wake(fp.tp)
+            self.delete_records_purgatory.check_and_complete(fp.tp)
             if p.needs_expand_isr(params.replica_id):
                 new_isr = p.isr + [params.replica_id]
                 log.info("expanding ISR of %s-%d from %s to %s", fp.topic, fp.partition, p.isr, new_isr)

@@ -10,7 +10,8 @@ Never sent: ControlledShutdown (key 7; v0-1 carry no epoch, so a mutated Metadat
 a real shutdown request for the broker), in any form. Other requests that could legitimately change
 the shared cluster are built in a harmless form: the controller-only APIs (LeaderAndIsr,
 StopReplica, UpdateMetadata) carry controller id and epoch -100 (refused as stale, and many bits
-away from a valid value), DeleteTopics names a topic that does not exist, CreatePartitions asks
+away from a valid value), DeleteTopics, DeleteRecords and AlterPartitionReassignments name a topic
+that does not exist, CreatePartitions asks
 for 0 partitions, CreateTopics names the fuzz topic (which exists) with validate_only where the
 version has it.
 """
@@ -35,6 +36,8 @@ from odradek.protocol.schema import ArrayOf, Field, Message, StructOf, Type
 PRODUCE_KEY = 0
 NEVER_SENT = frozenset({7})                  # ControlledShutdown: see the module docstring
 FOREIGN_ID = -100                           # controller id / epoch: never this cluster's
+# DeleteTopics, DeleteRecords, AlterPartitionReassignments: only ever about a topic that does not exist
+ABSENT_TOPIC_ONLY = frozenset({20, 21, 45})
 
 
 @dataclass(frozen=True)
@@ -122,7 +125,7 @@ def sample_body(api: ModuleType, version: int, topic: str, group: str, absent_to
     """A request body of ``api`` at ``version`` in its harmless valid form (module docstring)."""
     request: Message = api.Request
     body = _Sampler(version, request.is_flexible(version), topic, group).struct(request.fields)
-    if api.API_KEY == 20:   # DeleteTopics: never the fuzz topic
+    if api.API_KEY in ABSENT_TOPIC_ONLY:
         if "topic_names" in body:
             body["topic_names"] = [absent_topic]
         for t in body.get("topics", []):

@@ -21,6 +21,7 @@ from . import (
     create_topics,
     delete_acls,
     delete_groups,
+    delete_records,
     delete_topics,
     describe_acls,
     describe_cluster,
@@ -67,7 +68,7 @@ ALL_APIS: tuple[ModuleType, ...] = (
     describe_user_scram_credentials, alter_user_scram_credentials,
     describe_acls, create_acls, delete_acls, describe_cluster, offset_delete,
     elect_leaders, alter_configs, incremental_alter_configs, describe_log_dirs,
-    alter_partition_reassignments, list_partition_reassignments,
+    alter_partition_reassignments, list_partition_reassignments, delete_records,
 )
 
 API_BY_KEY: dict[int, ModuleType] = {api.API_KEY: api for api in ALL_APIS}

@@ -1,6 +1,7 @@
-"""Partition reassignment (KIP-455) end to end: growing a cluster under load with
-``odradek reassign-partitions``, throttles applied live, kafka-python's admin client, the
-ZooKeeper path, bad input, and a controller failover in the middle of a reassignment.
+"""Operating a live cluster, end to end: partition reassignment (KIP-455) — growing a cluster
+under load with ``odradek reassign-partitions``, throttles applied live, kafka-python's admin
+client, the ZooKeeper path, bad input, a controller failover in the middle of a reassignment —
+and DeleteRecords (``odradek delete-records``, kafka-python, confluent-kafka).
 
 One module-scoped cluster (1 ZooKeeper node, 3 brokers, later 4) serves every test; each test
 uses topics of its own.
@@ -306,6 +307,74 @@ def test_the_zookeeper_path_and_bad_input(cluster, tmp_path):
         wait_until(lambda: zk.exists(ReassignPartitionsZNode.path) is None, 30, "/admin/reassign_partitions to go")
         data, _ = zk.get(TopicZNode.path(topic))
         assert json.loads(data)["adding_replicas"] == {} and json.loads(data)["removing_replicas"] == {}
+
+
+def test_delete_records_moves_the_log_start_on_every_replica(cluster, tmp_path):
+    from confluent_kafka import TopicPartition as RdTP
+    from confluent_kafka.admin import AdminClient as RdAdmin
+    from kafka import KafkaAdminClient
+    from kafka import TopicPartition as KTP
+    bs = cluster.bootstrap_servers
+    topic = "trimmed"
+    create_topic(bs, topic, partitions=3, replication_factor=3)
+    producer = Producer(bootstrap_servers=bs, acks="all")
+    for p in range(3):
+        for i in range(100):
+            producer.send(topic, f"{p}-{i}".encode(), partition=p)
+    producer.flush(60)
+    producer.close()
+    offsets = tmp_path / "offsets.json"
+    offsets.write_text(json.dumps({"version": 1, "partitions": [{"topic": topic, "partition": 0, "offset": 40},
+                                                                {"topic": topic, "partition": 1, "offset": 500}]}))
+    r = subprocess.run([sys.executable, "-m", "odradek.zk.cli", "delete-records", "--bootstrap-server", bs,
+                        "--offset-json-file", str(offsets)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1          # one partition failed (kafka-delete-records.sh would exit 0)
+    assert r.stdout.splitlines() == [
+        "Executing records delete operation", "Records delete operation completed:",
+        f"partition: {topic}-0\tlow_watermark: 40",
+        f"partition: {topic}-1\terror: org.apache.kafka.common.errors.OffsetOutOfRangeException"]
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"version": 1, "partitions": [{"topic": topic, "partition": 0, "offset": 1}] * 2}))
+    r = subprocess.run([sys.executable, "-m", "odradek.zk.cli", "delete-records", "--bootstrap-server", bs,
+                        "--offset-json-file", str(bad)], capture_output=True, text=True, timeout=120)
+    assert (r.returncode, r.stderr.strip()) == (
+        1, f"Error: Offset json file contains duplicate topic partitions: {topic}-0")
+
+    kadmin = KafkaAdminClient(bootstrap_servers=bs)
+    try:
+        out = kadmin.delete_records({KTP(topic, 1): 10})
+        assert out[KTP(topic, 1)]["low_watermark"] == 10
+    finally:
+        kadmin.close()
+    rd = RdAdmin({"bootstrap.servers": bs})
+    [f] = rd.delete_records([RdTP(topic, 2, -1)]).values()     # -1: everything up to the high watermark
+    assert f.result(timeout=60).low_watermark == 100
+
+    def first_offsets() -> dict[int, int]:
+        consumer = Consumer(bootstrap_servers=bs, auto_offset_reset="earliest")
+        consumer.assign([TopicPartition(topic, 0), TopicPartition(topic, 1)])
+        got: dict[int, int] = {}
+        deadline = time.monotonic() + 60
+        while len(got) < 2 and time.monotonic() < deadline:
+            for tp, records in consumer.poll(500).items():
+                got.setdefault(tp.partition, records[0].offset)
+        consumer.close()
+        return got
+    assert first_offsets() == {0: 40, 1: 10}
+    # Every replica's log starts there (that is what the low watermark says): after the leader of
+    # partition 0 stops, the new leader serves from 40 too.
+    with AdminClient(bootstrap_servers=bs) as admin:
+        [t] = admin.describe_topics([topic])
+        leader = next(p["leader"] for p in t["partitions"] if p["partition"] == 0)
+    cluster.kill_broker(leader, sig=15)
+    try:
+        with AdminClient(bootstrap_servers=",".join(cluster.broker_address(b) for b in cluster.brokers
+                                                    if b != leader)) as admin:
+            wait_until(lambda: next(p["leader"] for p in admin.describe_topics([topic])[0]["partitions"]
+                                    if p["partition"] == 0) not in (-1, leader), 60, "a new leader")
+        assert first_offsets()[0] == 40
+    finally:
+        cluster.start_broker(leader)
 
 
 def test_a_new_controller_finishes_a_reassignment_the_old_one_started(cluster, tmp_path):
