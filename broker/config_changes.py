@@ -16,9 +16,13 @@ Invariants:
   leaders elected for its offline partitions at once (Kafka's TopicUncleanLeaderElectionEnable);
 - notifications older than 15 minutes are deleted (Kafka's changeExpirationMs), by whichever
   broker sees them first.
-- this broker's own entity (``brokers/<id>``, read at start too) sets its dynamic broker configs:
-  the replication throttle rates of ``replication_quota`` (``DYNAMIC_BROKER_CONFIG``); other
-  names found there (a tool may store ones odradek does not apply) are logged and ignored.
+- this broker's own entity (``brokers/<id>``) and the cluster default (``brokers/<default>``),
+  both read at start too, set its dynamic broker configs (``broker/config/dynamic.py``): the
+  replication throttle rates of ``replication_quota``, and the log defaults: ``ctx.config``
+  becomes server.properties under the dynamic defaults under its own, and every local log whose
+  topic does not override a changed default gets it (the controller also its
+  unclean.leader.election.enable); names odradek does not apply (a tool may store some) are
+  logged and ignored, and an invalid stored value keeps the current configs.
 Other entity types (another broker, users, clients) are acknowledged without effect: odradek has no
 client quotas yet, and users' SCRAM credentials are read at each login.
 """
@@ -32,7 +36,7 @@ from twisted.internet import defer
 
 from odradek.zk import znodes as zn
 
-from .config.dynamic import DYNAMIC_BROKER_CONFIG, dynamic_broker_values
+from .config.dynamic import DEFAULT_LEVEL, LOG_DEFAULTS, PER_BROKER_CONFIG, effective_config, throttle_rates, validate
 from .config.kafka_config import ConfigError
 from .topic_configs import log_config
 
@@ -55,6 +59,7 @@ class ConfigChangeListener:
         self.reactor = reactor
         self.run_in_thread = run_in_thread
         self.ctx = ctx
+        self.static_config = ctx.config
         self.last_sequence = -1
         self._running = False
         self._again = False
@@ -102,7 +107,7 @@ class ConfigChangeListener:
             if entity_type == "topics":
                 overrides = await self.run_in_thread(self.zk.get_entity_config, "topics", name)
                 self.apply_topic_config(name, overrides)
-            elif entity_type == "brokers" and name == str(self.ctx.broker_id):
+            elif entity_type == "brokers" and name in (str(self.ctx.broker_id), DEFAULT_LEVEL):
                 await self._apply_broker_config()
             elif entity_type:
                 log.info("config change of %s/%s: no dynamic %s configs are applied by odradek", entity_type,
@@ -137,30 +142,47 @@ class ConfigChangeListener:
         return out
 
     async def _apply_broker_config(self) -> None:
-        overrides = await self.run_in_thread(self.zk.get_entity_config, "brokers", str(self.ctx.broker_id))
-        self.apply_broker_config(overrides)
+        broker = await self.run_in_thread(self.zk.get_entity_config, "brokers", str(self.ctx.broker_id))
+        default = await self.run_in_thread(self.zk.get_entity_config, "brokers", DEFAULT_LEVEL)
+        self.apply_broker_config(default, broker)
 
-    def apply_broker_config(self, overrides: dict[str, str]) -> None:
-        """Set this broker's dynamic configs (the replication throttle rates) from its overrides."""
-        ignored = sorted(set(overrides) - set(DYNAMIC_BROKER_CONFIG))
-        if ignored:
-            log.warning("broker %d: ignoring dynamic configs odradek does not apply: %s", self.ctx.broker_id,
-                        ", ".join(ignored))
-        known = {k: v for k, v in overrides.items() if k in DYNAMIC_BROKER_CONFIG}
+    def apply_broker_config(self, default: dict[str, str], broker: dict[str, str]) -> None:
+        """Apply the cluster's and this broker's dynamic configs (module invariants)."""
+        ctx = self.ctx
+        default = self._known(default, LOG_DEFAULTS, "<default>")
+        broker = self._known(broker, LOG_DEFAULTS | set(PER_BROKER_CONFIG), str(ctx.broker_id))
+        if (default, broker) == (ctx.dynamic_default_broker_config, ctx.dynamic_broker_config):
+            return
         try:
-            values = dynamic_broker_values(known)
+            validate(default, broker_level=False)
+            validate(broker, broker_level=True)
+            leader_rate, follower_rate = throttle_rates(broker)
+            config = effective_config(self.static_config, default, broker)
         except ConfigError as e:
-            log.error("broker %d: the dynamic config in ZooKeeper is invalid (%s); keeping the current one",
-                      self.ctx.broker_id, e)
+            log.error("broker %d: the dynamic broker config in ZooKeeper is invalid (%s); keeping the current one",
+                      ctx.broker_id, e)
             return
-        if known == self.ctx.dynamic_broker_config:
-            return
-        self.ctx.dynamic_broker_config = known
-        rm = self.ctx.replica_manager
-        rm.leader_quota.limit = values["leader.replication.throttled.rate"]
-        rm.follower_quota.limit = values["follower.replication.throttled.rate"]
-        log.info("broker %d: dynamic config %s", self.ctx.broker_id,
-                 ", ".join(f"{k}={v}" for k, v in sorted(known.items())) or "(defaults)")
+        ctx.dynamic_default_broker_config, ctx.dynamic_broker_config = default, broker
+        rm = ctx.replica_manager
+        rm.leader_quota.limit, rm.follower_quota.limit = leader_rate, follower_rate
+        old_unclean = bool(ctx.config["unclean.leader.election.enable"])
+        ctx.config = config
+        for lg in ctx.log_manager.all_logs():
+            lg.config = log_config(config, lg.topic, lg.config.overrides)
+        for topic, old in list(rm.log_configs.items()):
+            rm.log_configs[topic] = log_config(config, topic, old.overrides)
+        log.info("broker %d: dynamic configs: cluster default %s, this broker %s", ctx.broker_id,
+                 _show(default), _show(broker))
+        controller = ctx.controller
+        if controller is not None and bool(config["unclean.leader.election.enable"]) != old_unclean:
+            controller.unclean_leader_election_default_changed(bool(config["unclean.leader.election.enable"]))
+
+    def _known(self, overrides: dict[str, str], names: Any, entity: str) -> dict[str, str]:
+        ignored = sorted(set(overrides) - set(names))
+        if ignored:
+            log.warning("broker %d: ignoring dynamic configs of brokers/%s odradek does not apply: %s",
+                        self.ctx.broker_id, entity, ", ".join(ignored))
+        return {k: v for k, v in overrides.items() if k in names}
 
     def apply_topic_config(self, topic: str, overrides: dict[str, str]) -> None:
         """Give the topic's logs, the replica manager and the LeaderAndIsr cache the new config."""
@@ -182,3 +204,7 @@ class ConfigChangeListener:
         controller = ctx.controller
         if config["unclean.leader.election.enable"] and controller is not None and controller.is_active:
             controller.topic_unclean_leader_election_enabled(topic)
+
+
+def _show(overrides: dict[str, str]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(overrides.items())) or "(none)"

@@ -169,7 +169,7 @@ class KafkaServer:
             run_in_thread=self._in_thread, zk=self.zk, admin=self.admin, producer_ids=producer_ids,
             group_coordinator=self.group_service.coordinator, group_service=self.group_service,
             txn_coordinator=self.txn_service.coordinator,
-            controller_view=controller_view)
+            controller_view=controller_view, static_config=cfg)
         self.ctx.topic_configs.update(self._initial_topic_configs)
         from .config_changes import ConfigChangeListener   # /config/changes, applied live from now on
         self.config_changes = ConfigChangeListener(self.zk, self.reactor, self._in_thread, self.ctx)
@@ -181,7 +181,8 @@ class KafkaServer:
         await self._register()
         self.zk.on_new_session(self._on_new_session)
         from .controller import KafkaController
-        self.controller = KafkaController(cfg, self.zk, self.broker_id, self.reactor, self.inter_broker_security)
+        self.controller = KafkaController(self.ctx.config, self.zk, self.broker_id, self.reactor,
+                                          self.inter_broker_security)
         self.ctx.controller = self.controller
         await defer.ensureDeferred(self.controller.startup(self.broker_epoch))
         self.group_service.startup()
@@ -213,10 +214,11 @@ class KafkaServer:
 
     def _log_config_for(self, topic: str) -> LogConfig:
         overrides = self.ctx.topic_configs.get(topic, {}) if self.ctx is not None else {}
+        config = self.ctx.config if self.ctx is not None else self.config   # (with the dynamic defaults)
         try:
-            return LogConfig.from_broker(self.config, overrides)
+            return LogConfig.from_broker(config, overrides)
         except ConfigError:
-            return LogConfig.from_broker(self.config, {})
+            return LogConfig.from_broker(config, {})
 
     async def _load_logs(self) -> None:
         from .log.manager import LogDirError, LogManager

@@ -5,11 +5,12 @@ Invariant: a topic's new overrides are validated in full (Kafka's LogConfig rule
 with a message) before anything is written; with ``validate_only`` nothing is; the write
 (``AdminZkClient.change_topic_config``: /config/topics/<t> plus a /config/changes notification)
 runs in a thread, and ``broker/config_changes.py`` on every broker applies it. Brokers: only
-the dynamic per-broker configs odradek applies (``DYNAMIC_BROKER_CONFIG``, the replication
-throttle rates) are accepted, for one broker id (/config/brokers/<id>, announced the same way);
-any other broker config is refused with Kafka's INVALID_REQUEST "Cannot update these configs
-dynamically", and the cluster default (empty name) with Kafka's "broker id must be specified" —
-never stored without effect. Not a handler module (it is not listed in the registry).
+the dynamic configs odradek applies (``broker/config/dynamic.py``: the log defaults for one
+broker id or the cluster default, the empty name; the replication throttle rates for one broker
+id) are accepted, written to /config/brokers/<id> or /<default> and announced the same way; any
+other broker config is refused with Kafka's INVALID_REQUEST "Cannot update these configs
+dynamically" — never stored without effect. Not a handler module (it is not listed in the
+registry).
 """
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ from odradek.zk import topics as topic_rules
 from odradek.zk.config_entities import BROKERS, EntityConfigs
 from odradek.zk.znodes import ConfigEntityZNode
 
-from ..config.dynamic import DYNAMIC_BROKER_CONFIG, dynamic_broker_values
+from ..config import dynamic
+from ..config.dynamic import DEFAULT_LEVEL
 from ..config.kafka_config import ConfigError
 
 from .authz import ALTER_CONFIGS, CLUSTER, TOPIC, authorize
@@ -80,24 +82,21 @@ async def alter(ctx: BrokerContext, resource: Any, validate_only: bool,
 async def _alter_broker(ctx: BrokerContext, resource: Any, validate_only: bool,
                         new_overrides: Callable[[dict[str, str]], dict[str, str]]) -> dict:
     name = resource.resource_name
-    fixed = sorted(c.name for c in resource.configs if c.name not in DYNAMIC_BROKER_CONFIG)
-    if fixed:
-        raise KafkaError(ErrorCode.INVALID_REQUEST, f"Cannot update these configs dynamically: {', '.join(fixed)}")
-    if not name:
-        raise KafkaError(ErrorCode.INVALID_REQUEST, "Cannot update these configs at default cluster level, "
-                         "broker id must be specified")
-    if not name.isdigit():
+    if name and not name.isdigit():
         raise KafkaError(ErrorCode.INVALID_REQUEST, f"Invalid broker id {name}")
-    current = await ctx.run_in_thread(ctx.zk.get_entity_config, BROKERS, name) if ctx.zk is not None else {}
-    overrides = new_overrides(dict(current))
+    entity = name or DEFAULT_LEVEL
     try:
-        dynamic_broker_values({k: v for k, v in overrides.items() if k in DYNAMIC_BROKER_CONFIG})
+        dynamic.validate({c.name: None for c in resource.configs}, broker_level=bool(name))   # the names
+        current = await ctx.run_in_thread(ctx.zk.get_entity_config, BROKERS, entity) if ctx.zk is not None else {}
+        overrides = new_overrides(dict(current))
+        dynamic.validate(overrides, broker_level=bool(name))
     except ConfigError as e:
-        raise KafkaError(ErrorCode.INVALID_CONFIG, str(e)) from None
+        code = ErrorCode.INVALID_REQUEST if "Cannot update these configs" in str(e) else ErrorCode.INVALID_CONFIG
+        raise KafkaError(code, str(e)) from None
     if not validate_only:
         if ctx.admin is None:
             raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, "this broker has no ZooKeeper client")
-        await ctx.run_in_thread(EntityConfigs(ctx.admin).change, BROKERS, name, overrides)
+        await ctx.run_in_thread(EntityConfigs(ctx.admin).change, BROKERS, entity, overrides)
     return result(resource)
 
 

@@ -80,7 +80,11 @@ class BrokerContext:
     controller_view: ControllerView | None = None    # who may send controller requests (None: nobody)
     authorizer: AclAuthorizer | None = None          # authorizer.class.name set: ACLs decide (broker/apis/authz.py)
     topic_configs: dict[str, dict[str, str]] = field(default_factory=dict)
-    dynamic_broker_config: dict[str, str] = field(default_factory=dict)   # /config/brokers/<id>, applied
+    # the dynamic broker configs applied (``broker/config_changes.py``): /config/brokers/<id> and
+    # /config/brokers/<default>; ``config`` is server.properties (``static_config``) under them
+    dynamic_broker_config: dict[str, str] = field(default_factory=dict)
+    dynamic_default_broker_config: dict[str, str] = field(default_factory=dict)
+    static_config: KafkaConfig | None = None
     pending_auto_creates: set[str] = field(default_factory=set)
 
     @property

@@ -88,6 +88,8 @@ def handle(ctx: BrokerContext, rc: RequestContext, req):
 def _describe(ctx: BrokerContext, r: Any, overrides: dict[str, dict[str, str]], unread: dict[str, Exception],
               synonyms: bool, docs: bool) -> dict:
     name, config = r.resource_name, ctx.config
+    layers = describe.BrokerLayers(ctx.static_config or config, ctx.dynamic_broker_config,
+                                   ctx.dynamic_default_broker_config)
     if r.resource_type == TOPIC_RESOURCE:
         validate_topic_name(name)
         if name in unread:
@@ -95,14 +97,14 @@ def _describe(ctx: BrokerContext, r: Any, overrides: dict[str, dict[str, str]], 
                              f"reading the config of {name} from ZooKeeper failed: {unread[name]}")
         if name not in overrides:
             return _result(r, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        return _result(r, configs=_selected(r, describe.topic_configs(config, overrides[name], synonyms, docs)))
+        return _result(r, configs=_selected(r, describe.topic_configs(layers, overrides[name], synonyms, docs)))
     if r.resource_type == BROKER_RESOURCE:
         if not name:
-            return _result(r, configs=[])   # no dynamic cluster-wide defaults in odradek yet
+            return _result(r, configs=_selected(r, describe.default_broker_configs(layers, synonyms, docs)))
         if _broker_id(name) != config.broker_id:
             raise KafkaError(ErrorCode.INVALID_REQUEST,
                              f"Unexpected broker id, expected {config.broker_id} or empty string, but received {name}")
-        return _result(r, configs=_selected(r, describe.broker_configs(config, synonyms, docs, ctx.dynamic_broker_config)))
+        return _result(r, configs=_selected(r, describe.broker_configs(layers, synonyms, docs)))
     if r.resource_type == BROKER_LOGGER_RESOURCE:
         if not name:
             raise KafkaError(ErrorCode.INVALID_REQUEST, "Broker id must not be empty")

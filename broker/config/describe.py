@@ -9,21 +9,23 @@ from server.properties STATIC_BROKER_CONFIG; a default DEFAULT_CONFIG. The synon
 config are the broker settings it falls back to, most specific first, cut before the first
 one whose name is not the config's own broker name (so ``retention.ms`` lists
 ``log.retention.ms`` entries but not a ``log.retention.hours`` default, as Kafka does).
-A broker's dynamic configs (the replication throttle rates of /config/brokers/<id>) are
-DYNAMIC_BROKER_CONFIG and not read-only; every other broker config is read-only (odradek has no
-other dynamic broker configs), and the default-broker resource (empty name) has no entries.
+The dynamic broker configs (``broker/config/dynamic.py``) are layers above server.properties:
+this broker's own (/config/brokers/<id>) are DYNAMIC_BROKER_CONFIG, the cluster's defaults
+(/config/brokers/<default>) DYNAMIC_DEFAULT_BROKER_CONFIG, both in synonyms in that order before
+the static and default entries; the dynamically updatable configs are not read-only, every other
+broker config is. The default-broker resource (empty name) shows the cluster's dynamic defaults.
 """
 from __future__ import annotations
 
 import logging
 from typing import Any, Mapping, NamedTuple
 
-from .dynamic import DYNAMIC_BROKER_CONFIG
+from . import dynamic
 from .kafka_config import BROKER_CONFIG, BROKER_SYNONYM, TOPIC_CONFIG, KafkaConfig, LogConfig
 from .types import BOOLEAN, DOUBLE, INT, LIST, LONG, PASSWORD, REQUIRED, SHORT, STRING, ConfigKey
 
 # ConfigSource ids (DescribeConfigsResponse.config_source / synonyms.source)
-DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG_SOURCE, DYNAMIC_DEFAULT_BROKER_CONFIG = 1, 2, 3
+DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG = 1, 2, 3
 STATIC_BROKER_CONFIG, DEFAULT_CONFIG, DYNAMIC_BROKER_LOGGER_CONFIG = 4, 5, 6
 # ConfigType ids (config_type, v3+)
 TYPE_IDS = {BOOLEAN: 1, STRING: 2, INT: 3, SHORT: 4, LONG: 5, DOUBLE: 6, LIST: 7, PASSWORD: 9}
@@ -74,10 +76,27 @@ def broker_synonym_names(name: str) -> list[str]:
     return [name]
 
 
-def _synonyms(config: KafkaConfig, name: str, sensitive: bool) -> list[Synonym]:
+class BrokerLayers(NamedTuple):
+    """A broker's configuration as layers: server.properties, then the dynamic cluster defaults
+    and its own dynamic configs (each a name -> value mapping as stored in ZooKeeper)."""
+    static: KafkaConfig
+    broker: Mapping[str, str] = {}
+    default: Mapping[str, str] = {}
+
+    @property
+    def effective(self) -> KafkaConfig:
+        return dynamic.effective_config(self.static, self.default, self.broker)
+
+
+def _synonyms(layers: BrokerLayers, name: str, sensitive: bool) -> list[Synonym]:
     names = broker_synonym_names(name)
-    found = [Synonym(n, None if sensitive else str(config.originals[n]), STATIC_BROKER_CONFIG)
-             for n in names if config.originals.get(n) is not None]
+
+    def shown(v: Any) -> str | None:
+        return None if sensitive else str(v)
+    found = [Synonym(n, shown(layers.broker[n]), DYNAMIC_BROKER_CONFIG) for n in names if n in layers.broker]
+    found += [Synonym(n, shown(layers.default[n]), DYNAMIC_DEFAULT_BROKER_CONFIG) for n in names if n in layers.default]
+    found += [Synonym(n, shown(layers.static.originals[n]), STATIC_BROKER_CONFIG)
+              for n in names if layers.static.originals.get(n) is not None]
     for n in names:
         key = BROKER_CONFIG.get(n)
         if key is not None and key.default is not None and key.default is not REQUIRED:
@@ -87,17 +106,17 @@ def _synonyms(config: KafkaConfig, name: str, sensitive: bool) -> list[Synonym]:
     return found
 
 
-def topic_configs(config: KafkaConfig, overrides: Mapping[str, str], include_synonyms: bool,
+def topic_configs(layers: BrokerLayers, overrides: Mapping[str, str], include_synonyms: bool,
                   include_documentation: bool) -> list[DescribedConfig]:
     """Every topic config of a topic with ``overrides`` (unknown names ignored, as the log does)."""
     known = {k: v for k, v in overrides.items() if k in TOPIC_CONFIG}
-    log_config = LogConfig.from_broker(config, known)
+    log_config = LogConfig.from_broker(layers.effective, known)
     out = []
     for name, key in TOPIC_CONFIG.items():
         value = to_string(key, log_config[name])
         broker_name = BROKER_SYNONYM.get(name)
         primary = broker_name if isinstance(broker_name, str) else _DERIVED_SYNONYM.get(name)
-        synonyms = [] if primary is None else _synonyms(config, primary, False)
+        synonyms = [] if primary is None else _synonyms(layers, primary, False)
         if name in known:
             synonyms.insert(0, Synonym(name, value, DYNAMIC_TOPIC_CONFIG))
         out.append(DescribedConfig(name, value, synonyms[0].source if synonyms else DEFAULT_CONFIG, False, False,
@@ -106,27 +125,39 @@ def topic_configs(config: KafkaConfig, overrides: Mapping[str, str], include_syn
     return out
 
 
-def broker_configs(config: KafkaConfig, include_synonyms: bool, include_documentation: bool,
-                   dynamic: Mapping[str, str] | None = None) -> list[DescribedConfig]:
-    """Every config of this broker: its known settings, whatever else server.properties holds,
-    and its dynamic configs (``dynamic``: the overrides of /config/brokers/<id> it applied)."""
-    dynamic = dynamic or {}
-    names = (set(BROKER_CONFIG) | {n for n, v in config.originals.items() if v is not None}) - set(DYNAMIC_BROKER_CONFIG)
+def broker_configs(layers: BrokerLayers, include_synonyms: bool, include_documentation: bool) -> list[DescribedConfig]:
+    """Every config of this broker: its known settings, whatever else server.properties holds, and
+    its per-broker dynamic configs (the replication throttle rates) where set."""
+    effective = layers.effective
+    names = ({n for n in BROKER_CONFIG} | {n for n, v in layers.static.originals.items() if v is not None}
+             | {n for n in layers.broker if n in dynamic.PER_BROKER_CONFIG})
     out = []
-    for name, dynamic_key in DYNAMIC_BROKER_CONFIG.items():
-        if name in dynamic:
-            synonyms = [Synonym(name, dynamic[name], DYNAMIC_BROKER_CONFIG_SOURCE)]
-            out.append(DescribedConfig(name, dynamic[name], DYNAMIC_BROKER_CONFIG_SOURCE, False, False,
-                                       synonyms if include_synonyms else [], TYPE_IDS[dynamic_key.type],
-                                       dynamic_key.doc if include_documentation else None))
     for name in sorted(names):
-        key = BROKER_CONFIG.get(name)
+        key = BROKER_CONFIG.get(name) or dynamic.PER_BROKER_CONFIG.get(name)
         sensitive = key is None or key.type == PASSWORD
-        value = None if sensitive else to_string(key, config[name])
-        synonyms = _synonyms(config, name, sensitive)
-        out.append(DescribedConfig(name, value, synonyms[0].source if synonyms else DEFAULT_CONFIG, True, sensitive,
-                                   synonyms if include_synonyms else [], TYPE_IDS.get(key.type, 0) if key else 0,
+        if name in dynamic.PER_BROKER_CONFIG:
+            value = None if sensitive else layers.broker.get(name)
+        else:
+            value = None if sensitive else to_string(key, effective[name] if key is not None else None)
+        synonyms = _synonyms(layers, name, sensitive)
+        updatable = name in dynamic.PER_BROKER_CONFIG or name in dynamic.LOG_DEFAULTS
+        out.append(DescribedConfig(name, value, synonyms[0].source if synonyms else DEFAULT_CONFIG, not updatable,
+                                   sensitive, synonyms if include_synonyms else [],
+                                   TYPE_IDS.get(key.type, 0) if key else 0,
                                    key.doc if key is not None and include_documentation else None))
+    return out
+
+
+def default_broker_configs(layers: BrokerLayers, include_synonyms: bool,
+                           include_documentation: bool) -> list[DescribedConfig]:
+    """The cluster-wide dynamic defaults (the default-broker resource)."""
+    out = []
+    for name, value in sorted(layers.default.items()):
+        key = BROKER_CONFIG[name]
+        synonyms = [Synonym(name, value, DYNAMIC_DEFAULT_BROKER_CONFIG)]
+        out.append(DescribedConfig(name, value, DYNAMIC_DEFAULT_BROKER_CONFIG, False, False,
+                                   synonyms if include_synonyms else [], TYPE_IDS.get(key.type, 0),
+                                   key.doc if include_documentation else None))
     return out
 
 

@@ -147,6 +147,14 @@ class KafkaController:
         self._enqueue("TopicUncleanLeaderElectionEnable",
                       lambda: self.core.psm.trigger_online_partition_state_change(topic), True)
 
+    def unclean_leader_election_default_changed(self, enabled: bool) -> None:
+        """The broker default of unclean.leader.election.enable changed (a dynamic config): topics
+        without their own setting follow it; turned on, offline partitions get leaders now."""
+        def run() -> Awaitable[Any]:
+            self.core.psm.unclean_default = enabled
+            return self.core.psm.trigger_online_partition_state_change()
+        self._enqueue("UncleanLeaderElectionEnable", run, True)
+
     async def _requested(self, name: str, fn: Callable[[], Awaitable[Any]]) -> Any:
         """Run a request's controller work on the event queue (NOT_CONTROLLER unless active); its result."""
         result: defer.Deferred = defer.Deferred()

@@ -1,6 +1,7 @@
-"""Topic configs changed on a running cluster take effect on every broker within seconds, with no
-restart, whichever way they are changed: AlterConfigs (confluent-kafka), IncrementalAlterConfigs
-(confluent-kafka and kafka-python), ``odradek topics --alter`` and ``odradek configs --zookeeper``.
+"""Topic configs, and the broker defaults they fall back to, changed on a running cluster take
+effect on every broker within seconds, with no restart, whichever way they are changed:
+AlterConfigs (confluent-kafka), IncrementalAlterConfigs (confluent-kafka and kafka-python),
+``odradek topics --alter``, ``odradek configs --zookeeper`` and ``--bootstrap-server``.
 
 Invariant: one module-scoped 2-broker cluster; each test its own topic of 2 partitions, partition
 0 led by broker 1 and partition 1 by broker 2, so an effect seen on both partitions was applied
@@ -148,6 +149,47 @@ def test_cli_changes_apply_live_retention_and_min_insync(cluster):
                    "topics", "--entity-name", topic, "--delete-config", "min.insync.replicas") == (
         f"Completed updating config for topic {topic}.\n")
     eventually_on_both(cluster, topic, 0, b"v", acks="all")
+
+
+def test_dynamic_broker_configs_apply_live_cluster_wide_and_per_broker(cluster):
+    """The broker defaults topics fall back to, changed on the running cluster: the cluster-wide
+    default (/config/brokers/<default>) reaches both brokers, one broker's own beats it, a topic's
+    own beats both; removing them brings server.properties back."""
+    from kafka.admin import ConfigResource as KResource, ConfigResourceType, KafkaAdminClient
+    bs = cluster.bootstrap_servers
+    plain = topic_on_both(cluster, "live-broker-defaults")
+    own = topic_on_both(cluster, "live-broker-own", {"max.message.bytes": "100000"})
+    eventually_on_both(cluster, plain, 0, b"x" * 5000)
+    assert odradek(cluster, "configs", "--bootstrap-server", bs, "--alter", "--entity-type", "brokers",
+                   "--entity-default", "--add-config", "message.max.bytes=2000") == (
+        "Completed updating default config for brokers in the cluster.\n")
+    eventually_on_both(cluster, plain, ErrorCode.MESSAGE_TOO_LARGE, b"x" * 5000)
+    assert all(produce_error(cluster, own, p, b"x" * 5000) == 0 for p in BOTH)
+    kadmin = KafkaAdminClient(bootstrap_servers=bs)
+    try:
+        kadmin.alter_configs([KResource(ConfigResourceType.BROKER, "2", configs={"message.max.bytes": ("SET", "100000")})],
+                             incremental=True, raise_on_unknown=False)
+    finally:
+        kadmin.close()
+    wait_until(lambda: produce_error(cluster, plain, 1, b"x" * 5000) == 0, 30, "broker 2 to take its own value")
+    assert produce_error(cluster, plain, 0, b"x" * 5000) == ErrorCode.MESSAGE_TOO_LARGE   # broker 1: the default
+    described = odradek(cluster, "configs", "--bootstrap-server", bs, "--describe", "--entity-type", "brokers",
+                        "--entity-name", "2")
+    assert described.splitlines() == [
+        "Dynamic configs for broker 2 are:",
+        "  message.max.bytes=100000 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:message.max.bytes=100000, "
+        "DYNAMIC_DEFAULT_BROKER_CONFIG:message.max.bytes=2000, DEFAULT_CONFIG:message.max.bytes=1048588}"]
+    assert "  message.max.bytes=2000 sensitive=false" in odradek(
+        cluster, "configs", "--bootstrap-server", bs, "--describe", "--entity-type", "brokers", "--entity-default")
+    refused = subprocess.run([ODRADEK, "configs", "--bootstrap-server", bs, "--alter", "--entity-type", "brokers",
+                              "--entity-name", "1", "--add-config", "num.io.threads=4"],
+                             capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 1 and refused.stderr.count("\n") == 1
+    assert "Cannot update these configs dynamically: num.io.threads" in refused.stderr
+    for entity in (["--entity-default"], ["--entity-name", "2"]):
+        odradek(cluster, "configs", "--bootstrap-server", bs, "--alter", "--entity-type", "brokers", *entity,
+                "--delete-config", "message.max.bytes")
+    eventually_on_both(cluster, plain, 0, b"x" * 5000)
 
 
 def test_enabling_unclean_election_brings_an_offline_partition_back(cluster):

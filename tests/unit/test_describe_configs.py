@@ -49,12 +49,34 @@ def test_topic_defaults_and_synonyms(broker):
 
 def test_topic_override_comes_first():
     config = KafkaConfig({"zookeeper.connect": "x:1", "log.segment.bytes": "5000000"})
-    [seg] = [c for c in describe.topic_configs(config, {"segment.bytes": "7000000", "bogus": "1"}, True, False)
+    [seg] = [c for c in describe.topic_configs(describe.BrokerLayers(config), {"segment.bytes": "7000000",
+                                                                           "bogus": "1"}, True, False)
              if c.name == "segment.bytes"]
     assert (seg.value, seg.source) == ("7000000", describe.DYNAMIC_TOPIC_CONFIG)
     assert seg.synonyms == [describe.Synonym("segment.bytes", "7000000", 1),
                             describe.Synonym("log.segment.bytes", "5000000", 4),
                             describe.Synonym("log.segment.bytes", "1073741824", 5)]
+
+
+def test_dynamic_layers_come_before_the_static_ones():
+    static = KafkaConfig({"zookeeper.connect": "x:1", "log.segment.bytes": "5000000", "broker.id": "1"})
+    layers = describe.BrokerLayers(static, {"log.segment.bytes": "3000000", "leader.replication.throttled.rate": "9"},
+                                   {"log.segment.bytes": "4000000", "log.retention.ms": "60000"})
+    topic = {c.name: c for c in describe.topic_configs(layers, {}, True, False)}
+    assert (topic["segment.bytes"].value, topic["segment.bytes"].source) == ("3000000", describe.DYNAMIC_BROKER_CONFIG)
+    assert [(s.value, s.source) for s in topic["segment.bytes"].synonyms] == [
+        ("3000000", 2), ("4000000", 3), ("5000000", 4), ("1073741824", 5)]
+    assert (topic["retention.ms"].value, topic["retention.ms"].source) == ("60000", describe.DYNAMIC_DEFAULT_BROKER_CONFIG)
+    broker_side = {c.name: c for c in describe.broker_configs(layers, True, False)}
+    seg = broker_side["log.segment.bytes"]
+    assert (seg.value, seg.source, seg.read_only) == ("3000000", describe.DYNAMIC_BROKER_CONFIG, False)
+    assert broker_side["broker.id"].read_only
+    rate = broker_side["leader.replication.throttled.rate"]
+    assert (rate.value, rate.source, rate.read_only) == ("9", describe.DYNAMIC_BROKER_CONFIG, False)
+    assert "follower.replication.throttled.rate" not in broker_side          # only shown where set
+    defaults = describe.default_broker_configs(layers, True, False)
+    assert [(c.name, c.value, c.source) for c in defaults] == [
+        ("log.retention.ms", "60000", 3), ("log.segment.bytes", "4000000", 3)]
 
 
 def test_broker_static_default_and_secrets(broker):
