@@ -9,6 +9,7 @@ every update so waiters (CreateTopics, DeleteTopics) can re-check their conditio
 """
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
@@ -38,6 +39,7 @@ class PartitionMetadata:
     zk_version: int
     replicas: list[int]
     offline_replicas: list[int] = field(default_factory=list)
+    topic_id: uuid.UUID | None = None      # UpdateMetadata v7+ (None: not sent, or the zero UUID)
 
 
 class MetadataCache:
@@ -110,6 +112,11 @@ class MetadataCache:
 
     def contains_topic(self, topic: str) -> bool:
         return topic in self._topics
+
+    def topic_id(self, topic: str) -> uuid.UUID | None:
+        """The topic's id as the controller sent it (None: unknown or sent without one)."""
+        parts = self._topics.get(topic)
+        return next(iter(parts.values())).topic_id if parts else None
 
     def partitions(self, topic: str) -> dict[int, PartitionMetadata] | None:
         return self._topics.get(topic)

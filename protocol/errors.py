@@ -105,6 +105,8 @@ class ErrorCode(IntEnum):
     RESOURCE_NOT_FOUND = 91
     DUPLICATE_RESOURCE = 92
     UNACCEPTABLE_CREDENTIAL = 93
+    UNKNOWN_TOPIC_ID = 100
+    INCONSISTENT_TOPIC_ID = 103
 
     @property
     def retriable(self) -> bool:
@@ -136,6 +138,8 @@ _RETRIABLE = frozenset({
     ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
     ErrorCode.UNSTABLE_OFFSET_COMMIT,
     ErrorCode.CONCURRENT_TRANSACTIONS,
+    ErrorCode.UNKNOWN_TOPIC_ID,
+    ErrorCode.INCONSISTENT_TOPIC_ID,
 })
 
 

@@ -411,11 +411,11 @@ class Message:
             raise EncodeError(f"{self.name} v{version}: {exc}") from exc
 
     def decode(self, data: bytes | bytearray | memoryview, version: int,
-               offset: int = 0) -> Struct:
+               offset: int = 0, allow_trailing: bool = False) -> Struct:
         """Decode a whole body (from ``offset`` to the end of ``data``).
 
-        Malformed, truncated or over-long input -> KafkaError(INVALID_REQUEST).
-        Pass a ``bytes`` frame plus ``offset`` to avoid copying the body.
+        Malformed, truncated or (unless ``allow_trailing``) over-long input ->
+        KafkaError(INVALID_REQUEST). Pass a ``bytes`` frame plus ``offset`` to avoid copying the body.
         """
         con = self.construct(version)
         if type(data) is not bytes:
@@ -430,7 +430,7 @@ class Message:
         except Exception as exc:  # construct, struct, unicode, overflow...
             raise KafkaError(ErrorCode.INVALID_REQUEST,
                              f"malformed {self.name} v{version}: {exc}") from None
-        if stream.tell() != len(data):
+        if stream.tell() != len(data) and not allow_trailing:
             raise KafkaError(ErrorCode.INVALID_REQUEST, f"{len(data) - stream.tell()} "
                              f"trailing bytes after {self.name} v{version}")
         return result

@@ -23,7 +23,8 @@ from odradek.zk import topics as topic_rules
 from odradek.zk.security import ZkSecurityError, new_kazoo, start_kazoo, zk_client_security
 from odradek.zk.znodes import (BrokerIdsZNode, BrokerIdZNode, BrokerInfo, ConfigEntityChangeNotificationSequenceZNode,
                                ConfigEntityChangeNotificationZNode, ConfigEntityZNode, ControllerZNode,
-                               DeleteTopicsTopicZNode, TopicPartitionStateZNode, TopicsZNode, TopicZNode)
+                               DeleteTopicsTopicZNode, TopicPartitionStateZNode, TopicsZNode, TopicZNode,
+                               new_topic_id)
 
 TOPIC = "topics"  # the config entity type of topics
 
@@ -240,8 +241,8 @@ class AdminZkClient:
         # Not transactional, as in Kafka: the config first, then the assignment the controller watches.
         self._set_or_create_entity_config(TOPIC, topic, config)
         try:
-            self.zk.create(TopicZNode.path(topic), TopicZNode.encode({p: list(r) for p, r in assignment.items()}),
-                           makepath=True)
+            self.zk.create(TopicZNode.path(topic), TopicZNode.encode({p: list(r) for p, r in assignment.items()},
+                                                                     new_topic_id()), makepath=True)
         except NodeExistsError:
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f'Topic "{topic}" already exists.') from None
 

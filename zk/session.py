@@ -15,6 +15,7 @@ import json
 import logging
 import threading
 import time
+import uuid
 from typing import Callable, Iterable
 
 from kazoo.exceptions import (BadVersionError, ConnectionLoss, NodeExistsError, NoNodeError,
@@ -321,6 +322,39 @@ class KafkaZkClient(ZooKeeperClient):
             for p, assignment in zn.TopicZNode.decode_full(data).items():
                 out[(t, p)] = assignment
         return out
+
+    def get_topic_ids(self, topics: Iterable[str]) -> dict[str, uuid.UUID | None]:
+        """Each existing topic's id (None for a topic created without one)."""
+        pending = [(t, self.kazoo.get_async(zn.TopicZNode.path(t))) for t in topics]
+        out: dict[str, uuid.UUID | None] = {}
+        for t, res in pending:
+            try:
+                data, _ = res.get()
+            except NoNodeError:
+                continue
+            out[t] = zn.TopicZNode.decode_topic_id(data)
+        return out
+
+    def set_topic_id(self, topic: str, topic_id: uuid.UUID, epoch_zk_version: int) -> uuid.UUID | None:
+        """Give a topic created without an id this one (epoch-checked, at the znode version read);
+        the topic's id afterwards (another one if it got one meanwhile), None if it is gone."""
+        while True:
+            data, stat = self.get_data(zn.TopicZNode.path(topic))
+            if stat is None:
+                return None
+            existing = zn.TopicZNode.decode_topic_id(data)
+            if existing is not None:
+                return existing
+            obj = json.loads(data.decode()) if data else {}
+            obj.update(version=3, topic_id=zn.topic_id_string(topic_id))
+            try:
+                self._checked_one(epoch_zk_version, ("set_data", zn.TopicZNode.path(topic),
+                                                     json.dumps(obj, separators=(",", ":")).encode(), stat.version))
+                return topic_id
+            except BadVersionError:
+                continue
+            except NoNodeError:
+                return None
 
     def set_replica_assignment(self, topic: str, assignment: dict[int, zn.ReplicaAssignment],
                                epoch_zk_version: int) -> None:

@@ -7,8 +7,10 @@ string, /controller_epoch is a plain ASCII integer.
 """
 from __future__ import annotations
 
+import base64
 import json
 import time
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -184,9 +186,30 @@ class ReplicaAssignment:
         return ReplicaAssignment(full, [r for r in full if r not in origin], [r for r in full if r not in target])
 
 
+def new_topic_id() -> uuid.UUID:
+    """A random topic id (Kafka's Uuid.randomUuid: never the zero UUID)."""
+    while True:
+        u = uuid.uuid4()
+        if u.int:
+            return u
+
+
+def topic_id_string(u: uuid.UUID) -> str:
+    """Kafka's Uuid.toString: URL-safe base64 of the 16 bytes, without padding."""
+    return base64.urlsafe_b64encode(u.bytes).decode().rstrip("=")
+
+
+def topic_id_from_string(s: str) -> uuid.UUID:
+    """Kafka's Uuid.fromString; ValueError if ``s`` is not one."""
+    raw = base64.urlsafe_b64decode(s + "=" * (-len(s) % 4))
+    if len(raw) != 16:
+        raise ValueError(f"not a topic id: {s!r}")
+    return uuid.UUID(bytes=raw)
+
+
 class TopicZNode:
     """/brokers/topics/<t>: the replica assignment (v2 JSON; first replica is preferred), with the
-    replicas being added and removed by an ongoing reassignment."""
+    replicas being added and removed by an ongoing reassignment, and (v3) the topic id."""
     version = 2
 
     @staticmethod
@@ -194,16 +217,29 @@ class TopicZNode:
         return f"/brokers/topics/{topic}"
 
     @staticmethod
-    def encode(assignment: "dict[int, list[int]] | dict[int, ReplicaAssignment]") -> bytes:
+    def encode(assignment: "dict[int, list[int]] | dict[int, ReplicaAssignment]",
+               topic_id: uuid.UUID | None = None) -> bytes:
         full = {p: r if isinstance(r, ReplicaAssignment) else ReplicaAssignment(list(r))
                 for p, r in sorted(assignment.items())}
-        return _dumps({
-            "version": TopicZNode.version,
+        obj: dict[str, Any] = {
+            "version": 3 if topic_id is not None else TopicZNode.version,
             "partitions": {str(p): list(a.replicas) for p, a in full.items()},
             "adding_replicas": {str(p): list(a.adding_replicas) for p, a in full.items() if a.adding_replicas},
             "removing_replicas": {str(p): list(a.removing_replicas) for p, a in full.items()
                                   if a.removing_replicas},
-        })
+        }
+        if topic_id is not None:
+            obj["topic_id"] = topic_id_string(topic_id)
+        return _dumps(obj)
+
+    @staticmethod
+    def decode_topic_id(data: bytes | None) -> uuid.UUID | None:
+        """The topic id (None: a topic created without one, by an older version)."""
+        raw = (_loads(data) or {}).get("topic_id")
+        try:
+            return topic_id_from_string(raw) if isinstance(raw, str) else None
+        except ValueError:
+            return None
 
     @staticmethod
     def decode(data: bytes) -> dict[int, list[int]]:

@@ -28,6 +28,7 @@ from ..topic_configs import fetch_topic_configs
 from .authz import CLUSTER, CLUSTER_ACTION, authorize
 from .context import BrokerContext, RequestContext
 from .controller_common import from_the_controller
+from .update_metadata import known_id
 
 MIN_VERSION = 0
 MAX_VERSION = 5
@@ -44,7 +45,7 @@ def partition_states(req, version: int) -> list[tuple[PartitionMetadata, object]
         for s in states:
             out.append((PartitionMetadata(topic if topic is not None else s.topic_name, s.partition_index,
                                        s.controller_epoch, s.leader, s.leader_epoch, list(s.isr),
-                                       s.zk_version, list(s.replicas)), topic_id))
+                                       s.zk_version, list(s.replicas), topic_id=known_id(topic_id)), topic_id))
     return out
 
 

@@ -1,4 +1,4 @@
-"""Metadata (key 3, v0-8): brokers, controller and topic/partition leadership.
+"""Metadata (key 3, v0-11): brokers, controller and topic/partition leadership.
 
 Invariant: the answer comes only from the MetadataCache (filled by the controller's
 UpdateMetadata), using each broker's endpoint on the listener this connection
@@ -12,7 +12,9 @@ not it exists; auto-creation needs Create on the Cluster or on the topic
 (TOPIC_AUTHORIZATION_FAILED otherwise, nothing created). v8 answers
 ``include_cluster_authorized_operations`` / ``include_topic_authorized_operations`` with the
 operations the principal holds (all of them without an authorizer; the Cluster's are 0 without
-Describe on it), else INT32_MIN.
+Describe on it), else INT32_MIN (v11 has no cluster operations). v10+ answers each topic's id
+(KIP-516, the zero UUID for a topic without one); asking by topic id is INVALID_REQUEST, as in
+Kafka 2.8.
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ import logging
 
 from odradek.protocol.apis import metadata as API
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.primitives import ZERO_UUID
 from odradek.zk import topics as topic_rules
 
 from .authz import (CLUSTER, CREATE, DESCRIBE, NO_OPERATIONS, TOPIC, authorize, authorized_operations,
@@ -29,7 +32,7 @@ from .context import BrokerContext, RequestContext
 log = logging.getLogger(__name__)
 
 MIN_VERSION = 0
-MAX_VERSION = 8
+MAX_VERSION = 11
 
 
 def handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:
@@ -38,6 +41,12 @@ def handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:
     listener = rc.listener
     brokers = [{"node_id": b.id, "host": b.endpoints[listener][0], "port": b.endpoints[listener][1],
                 "rack": b.rack} for b in cache.alive_brokers() if listener in b.endpoints]
+    if version >= 10 and req.topics and any(t.topic_id.int for t in req.topics):
+        # as Kafka 2.8: "Requesting metadata by topic ID is not supported"
+        return {"throttle_time_ms": 0, "brokers": brokers, "cluster_id": cache.cluster_id,
+                "controller_id": -1, "topics": [
+                    {"error_code": int(ErrorCode.INVALID_REQUEST), "name": t.name or "", "topic_id": t.topic_id,
+                     "is_internal": False, "partitions": []} for t in req.topics]}
     all_topics = req.topics is None or (version == 0 and not req.topics)
     if all_topics:
         names = cache.topics()
@@ -60,7 +69,7 @@ def handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:
         for t in topics:
             if t["error_code"] != ErrorCode.TOPIC_AUTHORIZATION_FAILED:
                 t["topic_authorized_operations"] = authorized_operations(ctx, rc, TOPIC, str(t["name"]))
-    with_cluster_ops = version >= 8 and req.include_cluster_authorized_operations
+    with_cluster_ops = 8 <= version <= 10 and req.include_cluster_authorized_operations
     return {"throttle_time_ms": 0, "brokers": brokers, "cluster_id": cache.cluster_id,
             "controller_id": cache.controller_id if cache.controller_id is not None else -1,
             "topics": topics,
@@ -88,8 +97,8 @@ def topic_metadata(ctx: BrokerContext, name: str, listener: str, version: int) -
         partitions.append({"error_code": int(code), "partition_index": index, "leader_id": leader,
                            "leader_epoch": st.leader_epoch, "replica_nodes": replicas,
                            "isr_nodes": isr, "offline_replicas": list(st.offline_replicas)})
-    return {"error_code": 0, "name": name, "is_internal": topic_rules.is_internal(name),
-            "partitions": partitions}
+    return {"error_code": 0, "name": name, "topic_id": cache.topic_id(name) or ZERO_UUID,
+            "is_internal": topic_rules.is_internal(name), "partitions": partitions}
 
 
 def _missing_topic(ctx: BrokerContext, rc: RequestContext, name: str, allow_auto: bool) -> dict:

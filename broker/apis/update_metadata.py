@@ -12,6 +12,8 @@ With an authorizer, the sender needs ClusterAction on the Cluster
 from __future__ import annotations
 
 import logging
+import uuid
+from typing import Any
 
 from odradek.protocol.apis import update_metadata as API
 from odradek.protocol.errors import ErrorCode
@@ -44,15 +46,21 @@ def brokers_of(req, version: int) -> list[BrokerMetadata]:
     return out
 
 
+def known_id(topic_id: uuid.UUID | None) -> uuid.UUID | None:
+    """A topic id as sent, None for none or the zero UUID (a topic without an id)."""
+    return topic_id if topic_id is not None and topic_id.int else None
+
+
 def partition_states(req, version: int) -> list[PartitionMetadata]:
+    groups: list[tuple[str | None, uuid.UUID | None, Any]]
     if version <= 4:
-        groups = [(None, req.ungrouped_partition_states)]
+        groups = [(None, None, req.ungrouped_partition_states)]
     else:
-        groups = [(t.topic_name, t.partition_states) for t in req.topic_states]
+        groups = [(t.topic_name, known_id(t.get("topic_id")), t.partition_states) for t in req.topic_states]
     return [PartitionMetadata(topic if topic is not None else s.topic_name, s.partition_index, s.controller_epoch,
                            s.leader, s.leader_epoch, list(s.isr), s.zk_version, list(s.replicas),
-                           list(s.get("offline_replicas") or []))
-            for topic, states in groups for s in states]
+                           list(s.get("offline_replicas") or []), topic_id)
+            for topic, topic_id, states in groups for s in states]
 
 
 def handle(ctx: BrokerContext, rc: RequestContext, req):

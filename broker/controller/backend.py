@@ -10,6 +10,7 @@ not retried); unit tests use an in-memory fake.
 """
 from __future__ import annotations
 
+import uuid
 from typing import Callable, Iterable, Protocol
 
 from twisted.internet import threads
@@ -44,6 +45,8 @@ class ControllerZkBackend(Protocol):
     async def delete_log_dir_event_notifications(self, names: list[str]) -> None: ...
     async def get_preferred_replica_election(self) -> list[TopicPartition] | None: ...
     async def delete_preferred_replica_election(self) -> None: ...
+    async def get_topic_ids(self, topics: Iterable[str]) -> dict[str, uuid.UUID | None]: ...
+    async def set_topic_id(self, topic: str, topic_id: uuid.UUID) -> uuid.UUID | None: ...
     # partition reassignment (KIP-455)
     async def set_replica_assignment(self, topic: str, assignment: dict[int, ReplicaAssignment]) -> None: ...
     async def get_partition_state_watched(self, tp: TopicPartition) -> LeaderIsrAndControllerEpoch | None: ...
@@ -157,3 +160,9 @@ class ThreadedZkBackend:
 
     async def set_partition_reassignment(self, reassignment):
         return await self._call(self.zk.set_partition_reassignment, dict(reassignment), self.ctx.epoch_zk_version)
+
+    async def get_topic_ids(self, topics):
+        return await self._call(self.zk.get_topic_ids, list(topics))
+
+    async def set_topic_id(self, topic, topic_id):
+        return await self._call(self.zk.set_topic_id, topic, topic_id, self.ctx.epoch_zk_version)

@@ -10,6 +10,7 @@ Plain data, no I/O.
 """
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 from typing import Iterable
 
@@ -38,6 +39,7 @@ class ControllerContext:
     replicas_on_offline_dirs: dict[int, set[TopicPartition]] = field(default_factory=dict)
     # KIP-455: the adding/removing replicas of partitions whose assignment has them, and the
     # partitions whose reassignment the controller is driving (Kafka's partitionsBeingReassigned)
+    topic_ids: dict[str, uuid.UUID] = field(default_factory=dict)     # KIP-516, from /brokers/topics/<t>
     reassigning_replicas: dict[TopicPartition, ReplicaAssignment] = field(default_factory=dict)
     partitions_being_reassigned: set[TopicPartition] = field(default_factory=set)
 
@@ -119,6 +121,7 @@ class ControllerContext:
             self.reassigning_replicas.pop(tp, None)
             self.partitions_being_reassigned.discard(tp)
         self.assignments.pop(topic, None)
+        self.topic_ids.pop(topic, None)
         self.all_topics.discard(topic)
         self.topics_to_delete.discard(topic)
         self.topics_ineligible_for_deletion.discard(topic)

@@ -11,10 +11,12 @@ by the codec), so they encode at any version the codec offers.
 """
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from odradek.protocol.apis import leader_and_isr, stop_replica, update_metadata
+from odradek.protocol.primitives import ZERO_UUID
 from odradek.zk.znodes import LeaderIsrAndControllerEpoch
 
 from .context import ControllerContext, TopicPartition
@@ -142,6 +144,9 @@ class ControllerRequestBatch:
                         "v0_port": plain.port if plain else -1, "endpoints": eps, "rack": info.rack})
         return out
 
+    def _topic_id(self, topic: str) -> uuid.UUID:
+        return self.ctx.topic_ids.get(topic, ZERO_UUID)
+
     def _update_metadata_partition(self, tp: TopicPartition) -> dict[str, Any] | None:
         st = self.ctx.leadership.get(tp)
         if st is None:
@@ -178,7 +183,8 @@ class ControllerRequestBatch:
             "controller_id": self.controller_id, "controller_epoch": self.ctx.epoch,
             "broker_epoch": self.ctx.broker_epoch(broker_id), "type": 0,
             "ungrouped_partition_states": [pstate(tp, e) for tp, e in sorted(entries.items())],
-            "topic_states": [{"topic_name": t, "partition_states": [pstate((t, p), e) for p, e in ps]}
+            "topic_states": [{"topic_name": t, "topic_id": self._topic_id(t),
+                              "partition_states": [pstate((t, p), e) for p, e in ps]}
                              for t, ps in _group(entries).items()],
             "live_leaders": live_leaders,
         }
@@ -215,7 +221,8 @@ class ControllerRequestBatch:
             "controller_id": self.controller_id, "controller_epoch": self.ctx.epoch,
             "broker_epoch": self.ctx.broker_epoch(broker_id),
             "ungrouped_partition_states": states,
-            "topic_states": [{"topic_name": t, "partition_states": ps} for t, ps in by_topic.items()],
+            "topic_states": [{"topic_name": t, "topic_id": self._topic_id(t), "partition_states": ps}
+                             for t, ps in by_topic.items()],
             "live_brokers": self._live_brokers(),
         }
 

@@ -3,7 +3,8 @@
 Invariant: every frame ends in exactly one of: an encoded response (header+body,
 no size prefix), None (no response: acks=0 produce), or CloseConnection — for a
 garbage header, an unknown API key, an unsupported version of any API but
-ApiVersions, or a body that does not decode (what Kafka does). ApiVersions at an
+ApiVersions, or a body that does not decode (what Kafka does; a Metadata body may be followed
+by bytes that are ignored, see TRAILING_BYTES_IGNORED). ApiVersions at an
 unsupported version gets a v0-format UNSUPPORTED_VERSION reply listing our APIs.
 A handler's KafkaError or unexpected exception becomes that API's error response
 (unexpected ones as UNKNOWN_SERVER_ERROR, logged with a traceback): the broker
@@ -29,6 +30,11 @@ from ..apis.context import BrokerContext, CloseConnection, RequestContext
 log = logging.getLogger(__name__)
 
 API_VERSIONS_KEY = 18
+# Metadata: bytes after a request's last field are ignored, as Kafka's parser does (it never checks
+# for them). librdkafka writes the null topic array of an all-topics Metadata v9+ request as a
+# 4-byte placeholder; Kafka reads one byte of it as the array and the next ones as the two flags
+# and the tag count, which is what odradek reads too. Other APIs stay strict.
+TRAILING_BYTES_IGNORED = frozenset({3})
 
 
 class RequestHandler:
@@ -56,7 +62,8 @@ class RequestHandler:
                                        api_versions.response(ErrorCode.UNSUPPORTED_VERSION))
             raise CloseConnection(f"unsupported version {version} of {api.NAME} (supported {lo}-{hi})")
         try:
-            req = api.Request.decode(memoryview(frame)[offset:], version)
+            req = api.Request.decode(memoryview(frame)[offset:], version,
+                                     allow_trailing=header.api_key in TRAILING_BYTES_IGNORED)
         except KafkaError as e:
             raise CloseConnection(f"undecodable {api.NAME} v{version} request ({e.message or e})") from None
         rc = RequestContext(header.api_key, version, header.correlation_id, header.client_id, listener, peer,

@@ -18,16 +18,19 @@ ZooKeeper writers are injected; record bytes are never decoded here.
 from __future__ import annotations
 
 import logging
+import uuid
 from typing import Any, Callable, Iterable
 
 from odradek.broker.completion import Completion
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.record_batch import iter_headers
+from odradek.zk.znodes import topic_id_string
 
 from twisted.internet import defer, task
 
 from .delayed import (DelayedFetch, DelayedProduce, FetchParams, FetchPartition, ProducePartitionStatus,
                       Purgatory)
+from ..log.partition_metadata import read_topic_id, write_topic_id
 from ..log.validator import RecordValidationError
 from ..metadata_cache import MetadataCache, PartitionMetadata
 from .isr_propagation import CHECK_INTERVAL_MS, IsrChangePropagation
@@ -223,6 +226,8 @@ class ReplicaManager:
             tp = (st.topic, st.partition)
             try:
                 log_ = self._get_or_create_log(tp)
+                if st.topic_id is not None:
+                    self._check_topic_id(tp, log_, st.topic_id)
                 p = self.partitions.get(tp) or Partition(st.topic, st.partition, self.broker_id,
                                                          self.lag_time_max_ms)
                 p.on_truncate = self._on_truncate
@@ -259,6 +264,19 @@ class ReplicaManager:
         except Exception:
             log.exception("leadership change hook failed")
         return ErrorCode.NONE, errors
+
+    @staticmethod
+    def _check_topic_id(tp: TopicPartition, log_: Any, topic_id: uuid.UUID) -> None:
+        """The log must belong to the topic with this id (``partition_metadata``); a new log is
+        marked with it."""
+        stored = read_topic_id(log_.dir)
+        if stored is None:
+            write_topic_id(log_.dir, topic_id)
+        elif stored != topic_id:
+            raise KafkaError(ErrorCode.INCONSISTENT_TOPIC_ID,
+                             f"the log of {tp[0]}-{tp[1]} belongs to topic id {topic_id_string(stored)}, not "
+                             f"{topic_id_string(topic_id)} (a topic of the same name deleted while this broker "
+                             "was away): remove it to let this broker replicate the new topic")
 
     def become_follower(self, partitions: list[Partition]) -> None:
         """Hook for the replica fetcher: start fetching these partitions from their leaders."""

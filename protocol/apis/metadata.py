@@ -1,7 +1,7 @@
 """Metadata (key 3): brokers, topics, partitions and leaders.
 
 Invariant: declares every version of Kafka 2.8.2's MetadataRequest/MetadataResponse
-(0-11, flexible 9+); the broker advertises 0-8.
+(0-11, flexible 9+), all advertised.
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from ..schema import ArrayOf, BOOL, INT16, INT32, STRING, UUID, F, Message
 API_KEY = 3
 NAME = "Metadata"
 MIN_VERSION = 0
-MAX_VERSION = 8
+MAX_VERSION = 11
 FLEXIBLE_FROM = 9
 
 Request = Message("MetadataRequest", "0-11", flexible="9+", fields=[

@@ -20,7 +20,7 @@ import pytest
 
 from odradek.client import AdminClient, Consumer, ErrorCode, KafkaError, NewTopic, Producer, TopicPartition
 from odradek.testing import create_topic, wait_until
-from odradek.zk.znodes import ReassignPartitionsZNode, TopicZNode
+from odradek.zk.znodes import DeleteTopicsTopicZNode, ReassignPartitionsZNode, TopicZNode
 
 
 @pytest.fixture(scope="module")
@@ -375,6 +375,55 @@ def test_delete_records_moves_the_log_start_on_every_replica(cluster, tmp_path):
         assert first_offsets()[0] == 40
     finally:
         cluster.start_broker(leader)
+
+
+def test_topic_ids_from_zookeeper_to_every_client(cluster):
+    """KIP-516 as Kafka 2.8 has it: a created topic gets an id in /brokers/topics/<t>, every broker
+    answers it in Metadata v10+ (confluent-kafka's describe_topics reads it), and a deleted and
+    re-created topic of the same name gets another, so clients can tell them apart."""
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import AdminClient as RdAdmin
+    from odradek.client.connection import BrokerConnection
+    from odradek.protocol.apis import metadata
+    bs, topic = cluster.bootstrap_servers, "with-id"
+
+    def znode_id():
+        return TopicZNode.decode_topic_id(cluster.zk.get(TopicZNode.path(topic))[0])
+
+    def ids_seen() -> set:
+        seen = set()
+        for b in cluster.brokers:
+            host, port = cluster.broker_address(b).rsplit(":", 1)
+            conn = BrokerConnection(host, int(port), request_timeout_ms=5000).connect()
+            try:
+                [t] = conn.request(metadata, {"topics": [{"name": topic}], "allow_auto_topic_creation": False,
+                                              "include_topic_authorized_operations": False}, version=11).topics
+                seen.add(t.topic_id)
+            finally:
+                conn.close()
+        return seen
+
+    rd = RdAdmin({"bootstrap.servers": bs})
+
+    def confluent_id() -> int:
+        [f] = rd.describe_topics(TopicCollection([topic])).values()
+        u = f.result(timeout=30).topic_id
+        return (u.get_most_significant_bits() % 2 ** 64) << 64 | (u.get_least_significant_bits() % 2 ** 64)
+
+    create_topic(bs, topic, partitions=2, replication_factor=2)
+    first = znode_id()
+    assert first is not None and first.int
+    wait_until(lambda: ids_seen() == {first}, 30, "every broker to answer the topic id")
+    assert confluent_id() == first.int
+    with AdminClient(bootstrap_servers=bs) as admin:
+        admin.delete_topics([topic])
+        wait_until(lambda: cluster.zk.exists(TopicZNode.path(topic)) is None
+                   and cluster.zk.exists(DeleteTopicsTopicZNode.path(topic)) is None, 60, f"{topic} deleted")
+    create_topic(bs, topic, partitions=2, replication_factor=2)
+    second = znode_id()
+    assert second is not None and second != first
+    wait_until(lambda: ids_seen() == {second}, 30, "every broker to answer the new id")
+    assert confluent_id() == second.int
 
 
 def test_a_new_controller_finishes_a_reassignment_the_old_one_started(cluster, tmp_path):

@@ -44,7 +44,8 @@ def test_create_list_describe_delete(zk, odradek_env, register_brokers):
              "--config", "retention.ms=86400000", "--config", "cleanup.policy=compact")
     assert out == "Created topic orders.\n"
     topic = _json(zk, "/brokers/topics/orders")
-    assert topic["version"] == 2 and topic["adding_replicas"] == {} and topic["removing_replicas"] == {}
+    assert topic["version"] == 3 and topic["adding_replicas"] == {} and topic["removing_replicas"] == {}
+    assert len(topic["topic_id"]) == 22      # Kafka 2.8 gives every new topic an id
     assert sorted(topic["partitions"], key=int) == [str(p) for p in range(6)]
     assert all(len(set(r)) == 2 and set(r) <= {1, 2, 3} for r in topic["partitions"].values())
     assert _json(zk, "/config/topics/orders") == {
@@ -61,7 +62,8 @@ def test_create_list_describe_delete(zk, odradek_env, register_brokers):
     zk.create("/brokers/topics/events/partitions/1/state",
               b'{"controller_epoch":1,"leader":2,"version":1,"leader_epoch":0,"isr":[2]}', makepath=True)
     out = ok(odradek_env, "--describe", "--topic", "events")
-    assert out == ("Topic: events\tPartitionCount: 3\tReplicationFactor: 2\tConfigs: \n"
+    topic_id = _json(zk, "/brokers/topics/events")["topic_id"]
+    assert out == (f"Topic: events\tTopicId: {topic_id}\tPartitionCount: 3\tReplicationFactor: 2\tConfigs: \n"
                    "\tTopic: events\tPartition: 0\tLeader: 1\tReplicas: 1,2\tIsr: 1,2\n"
                    "\tTopic: events\tPartition: 1\tLeader: 2\tReplicas: 2,3\tIsr: 2\n"
                    "\tTopic: events\tPartition: 2\tLeader: none\tReplicas: 3,1\tIsr: \n")
@@ -71,7 +73,7 @@ def test_create_list_describe_delete(zk, odradek_env, register_brokers):
     assert ok(odradek_env, "--describe", "--topic", "events", "--unavailable-partitions") == (
         "\tTopic: events\tPartition: 2\tLeader: none\tReplicas: 3,1\tIsr: \n")
     described = ok(odradek_env, "--describe")
-    assert "Topic: orders\tPartitionCount: 6\tReplicationFactor: 2\t" \
+    assert f"Topic: orders\tTopicId: {topic['topic_id']}\tPartitionCount: 6\tReplicationFactor: 2\t" \
            "Configs: retention.ms=86400000,cleanup.policy=compact\n" in described
     assert described.count("\tTopic: orders\tPartition: ") == 6
 

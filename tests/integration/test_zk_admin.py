@@ -26,9 +26,11 @@ def test_create_topic_writes_kafkas_znodes_config_first(zk, register_brokers):
     assignment = admin.create_topic("orders", None, None, {"retention.ms": "86400000"},
                                     replica_assignment={0: [1, 2], 1: [2, 3], 2: [3, 1]})
     assert assignment == {0: [1, 2], 1: [2, 3], 2: [3, 1]}
-    assert _json(zk, "/brokers/topics/orders") == {
-        "version": 2, "partitions": {"0": [1, 2], "1": [2, 3], "2": [3, 1]},
-        "adding_replicas": {}, "removing_replicas": {}}
+    stored = _json(zk, "/brokers/topics/orders")
+    assert stored == {
+        "version": 3, "partitions": {"0": [1, 2], "1": [2, 3], "2": [3, 1]},
+        "adding_replicas": {}, "removing_replicas": {}, "topic_id": stored["topic_id"]}   # Kafka 2.8's v3
+    assert len(stored["topic_id"]) == 22    # a 16-byte id, URL-safe base64 without padding
     assert _json(zk, "/config/topics/orders") == {"version": 1, "config": {"retention.ms": "86400000"}}
     # Kafka's order: /config/topics/<t> first, then /brokers/topics/<t> (which the controller watches)
     assert zk.exists("/config/topics/orders").czxid < zk.exists("/brokers/topics/orders").czxid

@@ -56,7 +56,7 @@ def test_api_versions_and_byte_by_byte_framing(broker):
     cid, body = decode_response(api_versions, 3, resp)
     assert cid == 11 and body.error_code == 0
     keys = {k.api_key: (k.min_version, k.max_version) for k in body.api_keys}
-    assert keys[0] == (0, 9) and keys[1] == (0, 11) and keys[18] == (0, 3) and keys[3] == (0, 8)
+    assert keys[0] == (0, 9) and keys[1] == (0, 11) and keys[18] == (0, 3) and keys[3] == (0, 11)
     assert keys[11] == (0, 5) and keys[10] == (0, 2)  # group APIs are advertised
 
 
@@ -182,4 +182,19 @@ def test_oversized_frame_behind_a_parked_request_waits_for_its_response(broker):
     broker.clock.advance(1.0)
     [resp] = responses(tr)
     assert decode_response(fetch, 11, resp)[0] == 1
+    assert tr.disconnecting
+
+
+def test_librdkafkas_all_topics_metadata_v11_is_read_as_kafka_reads_it(broker):
+    """librdkafka 2.x writes the null topic array of an all-topics Metadata v9+ request as a 4-byte
+    placeholder (these bytes are what it sent): Kafka ignores what follows the last field, and so
+    does odradek for Metadata, answering every topic."""
+    conn, tr = connect(broker)
+    raw = bytes.fromhex("0003000b00000003000772646b61666b610000000000010000")
+    conn.dataReceived(struct.pack(">i", len(raw)) + raw)
+    [resp] = responses(tr)
+    cid, body = decode_response(metadata, 11, resp)
+    assert cid == 3 and [t.name for t in body.topics] == ["t"]
+    garbage = frame(fetch, 11, 4, fetch_body("t"))[4:] + b"\x00\x00"     # other APIs stay strict
+    conn.dataReceived(struct.pack(">i", len(garbage)) + garbage)
     assert tr.disconnecting
