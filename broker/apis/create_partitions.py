@@ -1,4 +1,4 @@
-"""CreatePartitions (key 37, v0-1): add partitions to existing topics.
+"""CreatePartitions (key 37, v0-3): add partitions to existing topics.
 
 Invariant: only the active controller adds partitions (others: NOT_CONTROLLER per
 topic), as Kafka's KafkaApis.handleCreatePartitionsRequest + ZkAdminManager do:
@@ -28,7 +28,7 @@ from .context import BrokerContext, RequestContext, admin_error, await_leaders
 log = logging.getLogger(__name__)
 
 MIN_VERSION = 0
-MAX_VERSION = 1
+MAX_VERSION = 3
 
 
 def _result(name: str, code: ErrorCode | int, message: str | None = None) -> dict:

@@ -1,4 +1,4 @@
-"""DeleteGroups (key 42, v0-1): delete empty groups and their offsets.
+"""DeleteGroups (key 42, v0-2): delete empty groups and their offsets.
 
 Invariant: one result per requested group (request order, duplicates answered once):
 NONE for an Empty group (made Dead, tombstones appended), NON_EMPTY_GROUP,
@@ -15,7 +15,7 @@ from .context import BrokerContext, RequestContext
 from .group_common import coordinator
 
 MIN_VERSION = 0
-MAX_VERSION = 1
+MAX_VERSION = 2
 
 
 def handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:

@@ -1,4 +1,4 @@
-"""DescribeGroups (key 15, v0-4): state, protocol and members of groups.
+"""DescribeGroups (key 15, v0-5): state, protocol and members of groups.
 
 Invariant: one entry per requested group, in request order, each with its own error
 (NOT_COORDINATOR for a group another broker coordinates); a group nobody created is
@@ -16,7 +16,7 @@ from .context import BrokerContext, RequestContext
 from .group_common import coordinator
 
 MIN_VERSION = 0
-MAX_VERSION = 4
+MAX_VERSION = 5
 
 
 def handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:

@@ -1,4 +1,4 @@
-"""FindCoordinator (key 10, v0-2): which broker coordinates a group or a transactional id.
+"""FindCoordinator (key 10, v0-3): which broker coordinates a group or a transactional id.
 
 Invariant: the answer comes from the MetadataCache only: the coordinator of group g
 (key_type 0) is the live leader of ``__consumer_offsets-<partition_for(g)>``, that of
@@ -33,7 +33,7 @@ from .group_common import coordinator
 log = logging.getLogger(__name__)
 
 MIN_VERSION = 0
-MAX_VERSION = 2
+MAX_VERSION = 3
 
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1

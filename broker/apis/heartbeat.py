@@ -1,4 +1,4 @@
-"""Heartbeat (key 12, v0-3): keep a member's session alive.
+"""Heartbeat (key 12, v0-4): keep a member's session alive.
 
 Invariant: answered at once by the GroupCoordinator (REBALANCE_IN_PROGRESS tells the
 member to rejoin); v3 carries the static member's group.instance.id.
@@ -14,7 +14,7 @@ from .context import BrokerContext, RequestContext
 from .group_common import coordinator
 
 MIN_VERSION = 0
-MAX_VERSION = 3
+MAX_VERSION = 4
 
 
 def handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:

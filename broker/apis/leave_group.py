@@ -1,4 +1,4 @@
-"""LeaveGroup (key 13, v0-3): members leave a group (triggers a rebalance).
+"""LeaveGroup (key 13, v0-4): members leave a group (triggers a rebalance).
 
 Invariant: v0-2 name one member (``member_id``) and get one error code — the group's
 error, else that member's (``legacy_error_code``); v3 is batched: a list of
@@ -16,7 +16,7 @@ from .context import BrokerContext, RequestContext
 from .group_common import coordinator
 
 MIN_VERSION = 0
-MAX_VERSION = 3
+MAX_VERSION = 4
 
 
 def _members(req, version: int) -> list[tuple[str, str | None]]:

@@ -1,4 +1,4 @@
-"""ListOffsets (key 2, v0-5): earliest (-2), latest (-1) or by-timestamp offsets.
+"""ListOffsets (key 2, v0-6): earliest (-2), latest (-1) or by-timestamp offsets.
 
 Invariant: answered only by the partition leader (except for the debugging
 replica id -2); "latest" is the HW for read_uncommitted consumers, the last stable
@@ -17,7 +17,7 @@ from .authz import DESCRIBE, TOPIC, denied
 from .context import BrokerContext, RequestContext
 
 MIN_VERSION = 0
-MAX_VERSION = 5
+MAX_VERSION = 6
 
 LATEST = -1
 EARLIEST = -2

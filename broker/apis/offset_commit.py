@@ -1,4 +1,4 @@
-"""OffsetCommit (key 8, v0-7): store a group's consumed offsets.
+"""OffsetCommit (key 8, v0-8): store a group's consumed offsets.
 
 Invariant: partitions of topics the MetadataCache does not know get
 UNKNOWN_TOPIC_OR_PARTITION and are not stored (Kafka's KafkaApis check); the others go
@@ -23,7 +23,7 @@ from .context import BrokerContext, RequestContext, to_deferred
 from .group_common import coordinator
 
 MIN_VERSION = 0
-MAX_VERSION = 7
+MAX_VERSION = 8
 
 
 def handle(ctx: BrokerContext, rc: RequestContext, req):

@@ -1,4 +1,4 @@
-"""OffsetForLeaderEpoch (key 23, v0-3): end offset of a leader epoch, for truncation.
+"""OffsetForLeaderEpoch (key 23, v0-4): end offset of a leader epoch, for truncation.
 
 Invariant: answered by the partition leader from its log's leader-epoch cache:
 the largest epoch ≤ the requested one and its end offset (the next epoch's start,
@@ -16,7 +16,7 @@ from .authz import CLUSTER, CLUSTER_ACTION, DESCRIBE, TOPIC, authorize, denied
 from .context import BrokerContext, RequestContext
 
 MIN_VERSION = 0
-MAX_VERSION = 3
+MAX_VERSION = 4
 
 DEBUGGING_REPLICA_ID = -2
 

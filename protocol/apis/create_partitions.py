@@ -1,7 +1,7 @@
 """CreatePartitions (key 37): add partitions to existing topics.
 
 Invariant: declares every version of Kafka 2.8.2's CreatePartitionsRequest/CreatePartitionsResponse
-(0-3, flexible 2+); the broker advertises 0-1.
+(0-3, flexible 2+); all advertised.
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from ..schema import ArrayOf, BOOL, INT16, INT32, STRING, F, Message
 API_KEY = 37
 NAME = "CreatePartitions"
 MIN_VERSION = 0
-MAX_VERSION = 1
+MAX_VERSION = 3
 FLEXIBLE_FROM = 2
 
 Request = Message("CreatePartitionsRequest", "0-3", flexible="2+", fields=[

@@ -1,7 +1,7 @@
 """DeleteGroups (key 42): delete empty consumer groups.
 
 Invariant: declares every version of Kafka 2.8.2's DeleteGroupsRequest/DeleteGroupsResponse
-(0-2, flexible 2+); the broker advertises 0-1.
+(0-2, flexible 2+); all advertised.
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from ..schema import ArrayOf, INT16, INT32, STRING, F, Message
 API_KEY = 42
 NAME = "DeleteGroups"
 MIN_VERSION = 0
-MAX_VERSION = 1
+MAX_VERSION = 2
 FLEXIBLE_FROM = 2
 
 Request = Message("DeleteGroupsRequest", "0-2", flexible="2+", fields=[

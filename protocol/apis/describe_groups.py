@@ -1,7 +1,7 @@
 """DescribeGroups (key 15): describe consumer groups and their members.
 
 Invariant: declares every version of Kafka 2.8.2's DescribeGroupsRequest/DescribeGroupsResponse
-(0-5, flexible 5+); the broker advertises 0-4.
+(0-5, flexible 5+); all advertised.
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from ..schema import ArrayOf, BOOL, BYTES, INT16, INT32, STRING, F, Message
 API_KEY = 15
 NAME = "DescribeGroups"
 MIN_VERSION = 0
-MAX_VERSION = 4
+MAX_VERSION = 5
 FLEXIBLE_FROM = 5
 
 Request = Message("DescribeGroupsRequest", "0-5", flexible="5+", fields=[

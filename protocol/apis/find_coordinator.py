@@ -1,7 +1,7 @@
 """FindCoordinator (key 10): locate the group or transaction coordinator.
 
 Invariant: declares every version of Kafka 2.8.2's FindCoordinatorRequest/FindCoordinatorResponse
-(0-3, flexible 3+); the broker advertises 0-2.
+(0-3, flexible 3+); all advertised.
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from ..schema import INT16, INT32, INT8, STRING, F, Message
 API_KEY = 10
 NAME = "FindCoordinator"
 MIN_VERSION = 0
-MAX_VERSION = 2
+MAX_VERSION = 3
 FLEXIBLE_FROM = 3
 
 Request = Message("FindCoordinatorRequest", "0-3", flexible="3+", fields=[

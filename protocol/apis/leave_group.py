@@ -1,7 +1,7 @@
 """LeaveGroup (key 13): leave a consumer group.
 
 Invariant: declares every version of Kafka 2.8.2's LeaveGroupRequest/LeaveGroupResponse
-(0-4, flexible 4+); the broker advertises 0-3.
+(0-4, flexible 4+); all advertised.
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from ..schema import INT16, INT32, STRING, F, Message
 API_KEY = 13
 NAME = "LeaveGroup"
 MIN_VERSION = 0
-MAX_VERSION = 3
+MAX_VERSION = 4
 FLEXIBLE_FROM = 4
 
 Request = Message("LeaveGroupRequest", "0-4", flexible="4+", fields=[

@@ -1,7 +1,7 @@
 """ListOffsets (key 2): look up offsets by timestamp (-1 latest, -2 earliest).
 
 Invariant: declares every version of Kafka 2.8.2's ListOffsetsRequest/ListOffsetsResponse
-(0-6, flexible 6+); the broker advertises 0-5.
+(0-6, flexible 6+); all advertised.
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from ..schema import ArrayOf, INT16, INT32, INT64, INT8, STRING, F, Message
 API_KEY = 2
 NAME = "ListOffsets"
 MIN_VERSION = 0
-MAX_VERSION = 5
+MAX_VERSION = 6
 FLEXIBLE_FROM = 6
 
 Request = Message("ListOffsetsRequest", "0-6", flexible="6+", fields=[

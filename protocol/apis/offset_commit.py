@@ -1,7 +1,7 @@
 """OffsetCommit (key 8): commit consumer group offsets.
 
 Invariant: declares every version of Kafka 2.8.2's OffsetCommitRequest/OffsetCommitResponse
-(0-8, flexible 8+); the broker advertises 0-7.
+(0-8, flexible 8+); all advertised.
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from ..schema import INT16, INT32, INT64, STRING, F, Message
 API_KEY = 8
 NAME = "OffsetCommit"
 MIN_VERSION = 0
-MAX_VERSION = 7
+MAX_VERSION = 8
 FLEXIBLE_FROM = 8
 
 Request = Message("OffsetCommitRequest", "0-8", flexible="8+", fields=[

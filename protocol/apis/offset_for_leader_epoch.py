@@ -1,7 +1,7 @@
 """OffsetForLeaderEpoch (key 23): end offset of a leader epoch (follower truncation).
 
 Invariant: declares every version of Kafka 2.8.2's OffsetForLeaderEpochRequest/OffsetForLeaderEpochResponse
-(0-4, flexible 4+); the broker advertises 0-3.
+(0-4, flexible 4+); all advertised.
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from ..schema import INT16, INT32, INT64, STRING, F, Message
 API_KEY = 23
 NAME = "OffsetForLeaderEpoch"
 MIN_VERSION = 0
-MAX_VERSION = 3
+MAX_VERSION = 4
 FLEXIBLE_FROM = 4
 
 Request = Message("OffsetForLeaderEpochRequest", "0-4", flexible="4+", fields=[

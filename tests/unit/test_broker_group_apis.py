@@ -125,9 +125,9 @@ def errors_of(resp) -> dict:
 def test_group_apis_are_advertised():
     from odradek.broker.apis import advertised_api_versions
     ranges = {k["api_key"]: (k["min_version"], k["max_version"]) for k in advertised_api_versions()}
-    assert ranges[10] == (0, 2) and ranges[11] == (0, 5) and ranges[12] == (0, 3)
-    assert ranges[13] == (0, 3) and ranges[14] == (0, 3) and ranges[8] == (0, 7)
-    assert ranges[9] == (0, 7) and ranges[15] == (0, 4) and ranges[16] == (0, 4) and ranges[42] == (0, 1)
+    assert ranges[10] == (0, 3) and ranges[11] == (0, 5) and ranges[12] == (0, 4)
+    assert ranges[13] == (0, 4) and ranges[14] == (0, 3) and ranges[8] == (0, 8)
+    assert ranges[9] == (0, 7) and ranges[15] == (0, 5) and ranges[16] == (0, 4) and ranges[42] == (0, 2)
 
 
 def test_client_host_is_formatted_like_kafka():

@@ -85,7 +85,7 @@ def test_member_id_required_handshake_then_join_at_v5(broker):
     assert list(broker.state.groups["g"].members) == [member]
     assert (SYNC, 3) in broker.requests
     c.close()
-    assert (LEAVE, 3) in broker.requests
+    assert (LEAVE, 4) in broker.requests
     assert broker.state.groups["g"].state == "Empty"
 
 

@@ -96,12 +96,12 @@ def results(resp):
     return {r.name: (ErrorCode(r.error_code), r.error_message) for r in resp.results}
 
 
-def test_registered_and_advertised_v0_1():
+def test_registered_and_advertised_v0_3():
     assert HANDLERS[37] is handler
-    assert {"api_key": 37, "min_version": 0, "max_version": 1} in advertised_api_versions()
+    assert {"api_key": 37, "min_version": 0, "max_version": 3} in advertised_api_versions()
 
 
-@pytest.mark.parametrize("version", [0, 1])
+@pytest.mark.parametrize("version", [0, 1, 2, 3])
 def test_errors_per_topic(broker, version):
     resp = call(broker, handler, version, body(
         ("t", 2, None), ("nope", 3, None), ("gone", 2, None), ("dup", 3, None), ("dup", 4, None),
