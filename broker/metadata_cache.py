@@ -118,6 +118,10 @@ class MetadataCache:
         parts = self._topics.get(topic)
         return next(iter(parts.values())).topic_id if parts else None
 
+    def topic_with_id(self, topic_id: uuid.UUID) -> str | None:
+        """The name of the topic with this id (None: none known)."""
+        return next((t for t in self._topics if self.topic_id(t) == topic_id), None)
+
     def partitions(self, topic: str) -> dict[int, PartitionMetadata] | None:
         return self._topics.get(topic)
 

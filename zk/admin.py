@@ -11,6 +11,7 @@ Blocking (kazoo); errors are ``KafkaError``s with Kafka's codes, or
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -235,16 +236,19 @@ class AdminZkClient:
         topic_rules.validate_topic_config(config)
 
     def create_topic_with_assignment(self, topic: str, config: Mapping[str, str],
-                                     assignment: Mapping[int, Sequence[int]], validate: bool = True) -> None:
+                                     assignment: Mapping[int, Sequence[int]], validate: bool = True) -> uuid.UUID:
+        """Write the topic's config, then its assignment with a new topic id; the id."""
         if validate:
             self.validate_topic_create(topic, assignment, config)
         # Not transactional, as in Kafka: the config first, then the assignment the controller watches.
         self._set_or_create_entity_config(TOPIC, topic, config)
+        topic_id = new_topic_id()
         try:
             self.zk.create(TopicZNode.path(topic), TopicZNode.encode({p: list(r) for p, r in assignment.items()},
-                                                                     new_topic_id()), makepath=True)
+                                                                     topic_id), makepath=True)
         except NodeExistsError:
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f'Topic "{topic}" already exists.') from None
+        return topic_id
 
     def delete_topic(self, topic: str) -> None:
         """Request deletion: create /admin/delete_topics/<t> (the controller does the rest)."""

@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kazoo.client import KazooClient, TransactionRequest
-from kazoo.exceptions import AuthFailedError, NoNodeError
+from kazoo.exceptions import AuthFailedError, ConnectionClosedError, ConnectionLoss, NoNodeError
+from kazoo.protocol.states import KeeperState
 from kazoo.security import ACL, CREATOR_ALL_ACL, OPEN_ACL_UNSAFE, READ_ACL_UNSAFE
 
 from odradek.protocol.jaas import (LOGIN_CONFIG_PROPERTY, JaasError, kafka_opts_properties, load_jaas_file,
@@ -228,6 +229,12 @@ def start_kazoo(kazoo: KazooClient, connect: str, timeout: float, security: ZkCl
                     f"ZooKeeper at {connect} did not complete the SASL (DIGEST-MD5) login of user "
                     f"'{security.username}' within {timeout:g}s: is it configured for SASL (a JAAS "
                     f"Server section and authProvider.1={SASL_AUTH_PROVIDER})?") from None
+            except (ConnectionClosedError, ConnectionLoss):
+                # ZooKeeper closes the connection of a refused login: the pending request may
+                # fail with the close before kazoo has recorded AUTH_FAILED; wait for the verdict
+                if _auth_failed(kazoo, min(deadline, time.monotonic() + 2.0)):
+                    raise AuthFailedError() from None
+                raise
     except AuthFailedError:
         _close_quietly(kazoo)
         raise ZkAuthenticationError(
@@ -237,6 +244,16 @@ def start_kazoo(kazoo: KazooClient, connect: str, timeout: float, security: ZkCl
     except BaseException:
         _close_quietly(kazoo)
         raise
+
+
+def _auth_failed(kazoo: KazooClient, until: float) -> bool:
+    """Whether kazoo records a refused login (KeeperState.AUTH_FAILED) before ``until``."""
+    while True:
+        if kazoo.client_state == KeeperState.AUTH_FAILED:
+            return True
+        if time.monotonic() >= until:
+            return False
+        time.sleep(0.02)
 
 
 def _close_quietly(kazoo: KazooClient) -> None:

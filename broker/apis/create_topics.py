@@ -1,4 +1,4 @@
-"""CreateTopics (key 19, v0-4): validate, write the topic znodes, wait for leaders.
+"""CreateTopics (key 19, v0-7): validate, write the topic znodes, wait for leaders.
 
 Invariant: only the active controller creates topics (others: NOT_CONTROLLER per
 topic). Each topic is validated as Kafka's ZkAdminManager does (duplicate names →
@@ -8,6 +8,9 @@ jute.maxbuffer — all before anything is written); znodes are written through
 AdminZkClient in a thread (``validate_only`` writes nothing). Successful topics are
 answered once the metadata cache shows them with leaders, or REQUEST_TIMED_OUT. With an
 authorizer, Create on the Cluster or on the topic is needed (TOPIC_AUTHORIZATION_FAILED).
+From v5 a created (or validated) topic's answer carries its partition count, replication factor
+and every config as DescribeConfigs would show it (KIP-525; without DescribeConfigs on the topic,
+topic_config_error_code TOPIC_AUTHORIZATION_FAILED and no configs), from v7 its topic id.
 """
 from __future__ import annotations
 
@@ -17,17 +20,19 @@ from twisted.internet import defer
 
 from odradek.protocol.apis import create_topics as API
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.primitives import ZERO_UUID
 from odradek.zk import assignment as assign
 from odradek.zk import topics as topic_rules
 from odradek.zk.znodes import ConfigEntityZNode, TopicZNode
 
-from .authz import CLUSTER, CREATE, TOPIC, authorize, denied
+from ..config import describe
+from .authz import CLUSTER, CREATE, DESCRIBE_CONFIGS, TOPIC, authorize, denied
 from .context import BrokerContext, RequestContext, admin_error, await_leaders
 
 log = logging.getLogger(__name__)
 
 MIN_VERSION = 0
-MAX_VERSION = 4
+MAX_VERSION = 7
 
 
 def _result(name: str, code: ErrorCode | int, message: str | None = None) -> dict:
@@ -100,13 +105,15 @@ async def _handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:
             continue
         try:
             assignment, configs = plan(ctx, topic, validate_only)
+            topic_id = ZERO_UUID
             if validate_only:
                 await ctx.run_in_thread(admin.validate_topic_create, name, assignment, configs)
             else:
-                await ctx.run_in_thread(admin.create_topic_with_assignment, name, configs, assignment)
+                topic_id = await ctx.run_in_thread(admin.create_topic_with_assignment, name, configs, assignment)
                 created[name] = len(assignment)
                 log.info("created topic %s with %d partitions (replicas %s)", name, len(assignment), assignment)
-            results[name] = _result(name, ErrorCode.NONE)
+            results[name] = dict(_result(name, ErrorCode.NONE), topic_id=topic_id,
+                                 **_described(ctx, rc, name, assignment, configs))
         except Exception as e:
             code, message = admin_error(e)
             if code == ErrorCode.UNKNOWN_SERVER_ERROR:
@@ -122,6 +129,19 @@ async def _handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:
             seen.add(n)
             topics.append(results[n])
     return {"throttle_time_ms": 0, "topics": topics}
+
+
+def _described(ctx: BrokerContext, rc: RequestContext, name: str, assignment: dict[int, list[int]],
+               configs: dict[str, str]) -> dict:
+    """What v5+ tells of a created topic: its size and its configs (KIP-525)."""
+    out = {"num_partitions": len(assignment), "replication_factor": len(next(iter(assignment.values())))}
+    if not authorize(ctx, rc, DESCRIBE_CONFIGS, TOPIC, name):
+        return dict(out, topic_config_error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), configs=None)
+    layers = describe.BrokerLayers(ctx.static_config or ctx.config, ctx.dynamic_broker_config,
+                                   ctx.dynamic_default_broker_config)
+    return dict(out, configs=[{"name": c.name, "value": c.value, "read_only": c.read_only,
+                               "config_source": c.source, "is_sensitive": c.sensitive}
+                              for c in describe.topic_configs(layers, configs, False, False)])
 
 
 def error_response(req, version: int, code: ErrorCode) -> dict:

@@ -1,7 +1,9 @@
-"""DeleteTopics (key 20, v0-3): mark topics for deletion, wait until they are gone.
+"""DeleteTopics (key 20, v0-6): mark topics for deletion, wait until they are gone.
 
 Invariant: only the active controller deletes (others: NOT_CONTROLLER); a topic
-not in the metadata cache is UNKNOWN_TOPIC_OR_PARTITION; otherwise
+not in the metadata cache is UNKNOWN_TOPIC_OR_PARTITION (v6 may name topics by id: an id the
+cache does not know is UNKNOWN_TOPIC_ID, an entry with both a name and an id INVALID_REQUEST,
+and each answer carries both); otherwise
 /admin/delete_topics/<t> is created through AdminZkClient in a thread and the
 answer waits until the metadata cache no longer has the topic, or REQUEST_TIMED_OUT. With an
 authorizer, Delete on the topic is needed (TOPIC_AUTHORIZATION_FAILED, checked before existence).
@@ -9,11 +11,13 @@ authorizer, Delete on the topic is needed (TOPIC_AUTHORIZATION_FAILED, checked b
 from __future__ import annotations
 
 import logging
+import uuid
 
 from twisted.internet import defer
 
 from odradek.protocol.apis import delete_topics as API
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.primitives import ZERO_UUID
 
 from .authz import DELETE, TOPIC, denied
 from .context import BrokerContext, RequestContext, wait_for_metadata
@@ -21,11 +25,14 @@ from .context import BrokerContext, RequestContext, wait_for_metadata
 log = logging.getLogger(__name__)
 
 MIN_VERSION = 0
-MAX_VERSION = 3
+MAX_VERSION = 6
 
 
-def _names(req, version: int) -> list[str]:
-    return list(req.topic_names) if version <= 5 else [t.name for t in req.topics]
+def _asked(req, version: int) -> list[tuple[str | None, uuid.UUID]]:
+    """(name, id) per requested topic: names before v6, a name or an id from v6."""
+    if version <= 5:
+        return [(n, ZERO_UUID) for n in req.topic_names]
+    return [(t.name, t.topic_id) for t in req.topics]
 
 
 def handle(ctx: BrokerContext, rc: RequestContext, req):
@@ -33,10 +40,22 @@ def handle(ctx: BrokerContext, rc: RequestContext, req):
 
 
 async def _handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:
-    names = list(dict.fromkeys(_names(req, rc.api_version)))
+    cache = ctx.metadata_cache
+    early: list[dict] = []
+    names: list[str] = []
+    for name, topic_id in dict.fromkeys(_asked(req, rc.api_version)):
+        if name is not None and topic_id.int:
+            early.append(_answer(name, topic_id, ErrorCode.INVALID_REQUEST))
+        elif name is None:
+            known = cache.topic_with_id(topic_id)
+            if known is None:
+                early.append(_answer(None, topic_id, ErrorCode.UNKNOWN_TOPIC_ID))
+            elif known not in names:
+                names.append(known)
+        elif name not in names:
+            names.append(name)
     codes: dict[str, ErrorCode] = {}
     pending: list[str] = []
-    cache = ctx.metadata_cache
     refused = denied(ctx, rc, DELETE, TOPIC, names)
     for name in names:
         admin = ctx.controller_admin()
@@ -69,9 +88,13 @@ async def _handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:
             for t in pending:
                 if cache.contains_topic(t):
                     codes[t] = ErrorCode.REQUEST_TIMED_OUT
-    return {"throttle_time_ms": 0, "responses": [{"name": n, "error_code": int(codes[n])} for n in names]}
+    ids = {n: cache.topic_id(n) or ZERO_UUID for n in names}
+    return {"throttle_time_ms": 0, "responses": early + [_answer(n, ids[n], codes[n]) for n in names]}
+
+
+def _answer(name: str | None, topic_id: uuid.UUID, code: ErrorCode) -> dict:
+    return {"name": name, "topic_id": topic_id, "error_code": int(code)}
 
 
 def error_response(req, version: int, code: ErrorCode) -> dict:
-    return {"throttle_time_ms": 0, "responses": [{"name": n, "error_code": int(code)}
-                                                 for n in _names(req, version)]}
+    return {"throttle_time_ms": 0, "responses": [_answer(n, i, code) for n, i in _asked(req, version)]}

@@ -1,7 +1,7 @@
 """CreateTopics (key 19): create topics through the controller.
 
 Invariant: declares every version of Kafka 2.8.2's CreateTopicsRequest/CreateTopicsResponse
-(0-7, flexible 5+); the broker advertises 0-4.
+(0-7, flexible 5+), all advertised.
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from ..schema import ArrayOf, BOOL, INT16, INT32, INT8, STRING, UUID, F, Message
 API_KEY = 19
 NAME = "CreateTopics"
 MIN_VERSION = 0
-MAX_VERSION = 4
+MAX_VERSION = 7
 FLEXIBLE_FROM = 5
 
 Request = Message("CreateTopicsRequest", "0-7", flexible="5+", fields=[

@@ -1,7 +1,7 @@
 """DeleteTopics (key 20): delete topics through the controller.
 
 Invariant: declares every version of Kafka 2.8.2's DeleteTopicsRequest/DeleteTopicsResponse
-(0-6, flexible 4+); the broker advertises 0-3.
+(0-6, flexible 4+), all advertised.
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from ..schema import ArrayOf, INT16, INT32, STRING, UUID, F, Message
 API_KEY = 20
 NAME = "DeleteTopics"
 MIN_VERSION = 0
-MAX_VERSION = 3
+MAX_VERSION = 6
 FLEXIBLE_FROM = 4
 
 Request = Message("DeleteTopicsRequest", "0-6", flexible="4+", fields=[

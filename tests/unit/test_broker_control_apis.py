@@ -9,7 +9,9 @@ from twisted.internet import defer
 from odradek.broker.apis import (create_topics, delete_topics, init_producer_id, leader_and_isr, metadata,
                                  offset_for_leader_epoch, produce, stop_replica, update_metadata)
 from odradek.broker.log.producer_state import ProducerIdManager
+from odradek.broker.metadata_cache import PartitionMetadata
 from odradek.protocol.errors import ErrorCode
+from odradek.zk.znodes import new_topic_id
 
 from broker_fixtures import Broker, batch, call, call_deferred, produce_body
 
@@ -223,6 +225,11 @@ class _Admin:
 
     def create_topic_with_assignment(self, name, configs, assignment):
         self.created[name] = assignment
+        self.topic_id = new_topic_id()
+        return self.topic_id
+
+    def delete_topic(self, name):
+        self.deleted = [*getattr(self, "deleted", []), name]
 
 
 def test_create_topics_validation_and_wait(broker):
@@ -256,6 +263,38 @@ def test_create_topics_validation_and_wait(broker):
     d.addBoth(box.append)
     broker.clock.advance(1.1)
     assert box[0].topics[0].error_code == ErrorCode.REQUEST_TIMED_OUT
+
+
+def test_create_topics_v7_answers_size_configs_and_id(broker):
+    broker.ctx.controller = _Controller()
+    admin = broker.ctx.admin = _Admin(broker)
+    call(broker, update_metadata, 7, um_body(brokers=(1,), topics={}))
+    body = {"topics": [{"name": "v7", "num_partitions": 2, "replication_factor": 1, "assignments": [],
+                        "configs": [{"name": "retention.ms", "value": "1000"}]}],
+            "timeout_ms": 5000, "validate_only": False}
+    d = call_deferred(broker, create_topics, 7, body)
+    box = []
+    d.addBoth(box.append)
+    call(broker, update_metadata, 7, um_body(brokers=(1,), topics={"v7": {0: (1, [1], [1]), 1: (1, [1], [1])}}))
+    [t] = box[0].topics
+    assert (t.error_code, t.topic_id, t.num_partitions, t.replication_factor) == (0, admin.topic_id, 2, 1)
+    configs = {c.name: c for c in t.configs}
+    assert (configs["retention.ms"].value, configs["retention.ms"].config_source) == ("1000", 1)   # the topic's
+    assert configs["segment.bytes"].config_source == 5 and not configs["segment.bytes"].read_only
+
+
+def test_delete_topics_v6_by_name_or_id(broker):
+    broker.ctx.controller = _Controller()
+    admin = broker.ctx.admin = _Admin(broker)
+    tid = new_topic_id()
+    broker.cache.update(1, 1, [], [PartitionMetadata("t", 0, 1, 1, 0, [1], 0, [1], topic_id=tid)])
+    unknown = new_topic_id()
+    r = call(broker, delete_topics, 6, {"topics": [{"name": None, "topic_id": tid},
+                                                   {"name": None, "topic_id": unknown},
+                                                   {"name": "t", "topic_id": tid}], "timeout_ms": 0})
+    assert {(x.name, x.topic_id, x.error_code) for x in r.responses} == {
+        (None, unknown, ErrorCode.UNKNOWN_TOPIC_ID), ("t", tid, ErrorCode.INVALID_REQUEST), ("t", tid, 0)}
+    assert admin.deleted == ["t"]
 
 
 def test_init_producer_id(broker):
