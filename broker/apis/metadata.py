@@ -41,8 +41,8 @@ def handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:
     listener = rc.listener
     brokers = [{"node_id": b.id, "host": b.endpoints[listener][0], "port": b.endpoints[listener][1],
                 "rack": b.rack} for b in cache.alive_brokers() if listener in b.endpoints]
-    if version >= 10 and req.topics and any(t.topic_id.int for t in req.topics):
-        # as Kafka 2.8: "Requesting metadata by topic ID is not supported"
+    if version >= 10 and req.topics and any(t.topic_id.int or t.name is None for t in req.topics):
+        # as Kafka 2.8: "Requesting metadata by topic ID is not supported" (nor with no name at all)
         return {"throttle_time_ms": 0, "brokers": brokers, "cluster_id": cache.cluster_id,
                 "controller_id": -1, "topics": [
                     {"error_code": int(ErrorCode.INVALID_REQUEST), "name": t.name or "", "topic_id": t.topic_id,

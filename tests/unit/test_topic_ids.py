@@ -108,3 +108,6 @@ def test_metadata_v10_and_v11_answer_topic_ids(b):
                                     "include_cluster_authorized_operations": False,
                                     "include_topic_authorized_operations": False})
     assert [t.error_code for t in by_id.topics] == [ErrorCode.INVALID_REQUEST]
+    nameless = call(b, metadata, 11, {"topics": [{"name": None, "topic_id": ZERO_UUID}],
+                                      "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
+    assert [(t.name, t.error_code) for t in nameless.topics] == [("", ErrorCode.INVALID_REQUEST)]   # found by the fuzzer
