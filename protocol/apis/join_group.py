@@ -1,7 +1,7 @@
 """JoinGroup (key 11): join a consumer group (rebalance, phase one).
 
 Invariant: declares every version of Kafka 2.8.2's JoinGroupRequest/JoinGroupResponse
-(0-7, flexible 6+); the broker advertises 0-5.
+(0-7, flexible 6+); all advertised.
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from ..schema import BYTES, INT16, INT32, STRING, F, Message
 API_KEY = 11
 NAME = "JoinGroup"
 MIN_VERSION = 0
-MAX_VERSION = 5
+MAX_VERSION = 7
 FLEXIBLE_FROM = 6
 
 Request = Message("JoinGroupRequest", "0-7", flexible="6+", fields=[

@@ -1,7 +1,7 @@
 """SyncGroup (key 14): distribute assignments (rebalance, phase two).
 
 Invariant: declares every version of Kafka 2.8.2's SyncGroupRequest/SyncGroupResponse
-(0-5, flexible 4+); the broker advertises 0-3.
+(0-5, flexible 4+); all advertised.
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from ..schema import BYTES, INT16, INT32, STRING, F, Message
 API_KEY = 14
 NAME = "SyncGroup"
 MIN_VERSION = 0
-MAX_VERSION = 3
+MAX_VERSION = 5
 FLEXIBLE_FROM = 4
 
 Request = Message("SyncGroupRequest", "0-5", flexible="4+", fields=[

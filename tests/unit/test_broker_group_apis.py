@@ -125,8 +125,8 @@ def errors_of(resp) -> dict:
 def test_group_apis_are_advertised():
     from odradek.broker.apis import advertised_api_versions
     ranges = {k["api_key"]: (k["min_version"], k["max_version"]) for k in advertised_api_versions()}
-    assert ranges[10] == (0, 3) and ranges[11] == (0, 5) and ranges[12] == (0, 4)
-    assert ranges[13] == (0, 4) and ranges[14] == (0, 3) and ranges[8] == (0, 8)
+    assert ranges[10] == (0, 3) and ranges[11] == (0, 7) and ranges[12] == (0, 4)
+    assert ranges[13] == (0, 4) and ranges[14] == (0, 5) and ranges[8] == (0, 8)
     assert ranges[9] == (0, 7) and ranges[15] == (0, 5) and ranges[16] == (0, 4) and ranges[42] == (0, 2)
 
 
@@ -219,7 +219,7 @@ def test_find_coordinator_uses_the_connection_listener(tmp_path):
 
 # ------------------------------------------------------------------ JoinGroup / SyncGroup
 
-@pytest.mark.parametrize("version", [0, 1, 2, 3, 4, 5])
+@pytest.mark.parametrize("version", [0, 1, 2, 3, 4, 5, 6, 7])
 def test_join_group_versions(broker, version):
     resp = call_deferred(broker, join_group, version, join_body("g0"))
     broker.settle()
@@ -237,6 +237,19 @@ def test_join_group_versions(broker, version):
     assert member.client_host == "/127.0.0.1" and member.client_id == "test"
     # v0 has no rebalance timeout: the session timeout stands in
     assert member.rebalance_timeout_ms == (30000 if version == 0 else 60000)
+
+
+def test_join_v7_and_sync_v5_name_the_protocol(broker):
+    j = joined(broker, 7, "g0")
+    assert (j.error_code, j.protocol_type, j.protocol_name) == (0, "consumer", "range")
+    body = {"group_id": "g0", "generation_id": 1, "member_id": j.member_id,
+            "assignments": [{"member_id": j.member_id, "assignment": b"a"}]}
+    wrong = call(broker, sync_group, 5, dict(body, protocol_type="connect", protocol_name="range"))
+    assert (wrong.error_code, wrong.protocol_type, wrong.protocol_name) == (E.INCONSISTENT_GROUP_PROTOCOL, None, None)
+    ok = call(broker, sync_group, 5, dict(body, protocol_type="consumer", protocol_name="range"))
+    assert (ok.error_code, ok.assignment, ok.protocol_type, ok.protocol_name) == (0, b"a", "consumer", "range")
+    refused = _result(call_deferred(broker, join_group, 7, join_body("", session=30000)))
+    assert refused.error_code == E.INVALID_GROUP_ID and refused.protocol_name is None   # v7 says null
 
 
 def test_static_member_join_v5_needs_no_member_id_round(broker):

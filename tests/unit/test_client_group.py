@@ -74,16 +74,16 @@ class Recorder(ConsumerRebalanceListener):
         self.events.append(("lost", sorted(lost)))
 
 
-def test_member_id_required_handshake_then_join_at_v5(broker):
+def test_member_id_required_handshake_then_join_at_v7(broker):
     c = consumer(broker)
     c.subscribe(["t"])
     poll_until([c], lambda: len(c.assignment()) == 6)
     joins = [v for k, v in broker.requests if k == JOIN]
-    assert joins[:2] == [5, 5]  # first without a member id (MEMBER_ID_REQUIRED), then with it
+    assert joins[:2] == [7, 7]  # first without a member id (MEMBER_ID_REQUIRED), then with it
     member = c._coordinator.generation.member_id
     assert member.startswith(c.config["client.id"] + "-")
     assert list(broker.state.groups["g"].members) == [member]
-    assert (SYNC, 3) in broker.requests
+    assert (SYNC, 5) in broker.requests
     c.close()
     assert (LEAVE, 4) in broker.requests
     assert broker.state.groups["g"].state == "Empty"
