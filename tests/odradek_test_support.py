@@ -5,16 +5,13 @@ folder's ``import conftest`` can pick up another folder's conftest by accident.
 """
 from __future__ import annotations
 
-import socket
-
 import pytest
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that was free on ``host`` a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+    """A TCP port free on ``host`` now, that no outgoing connection can take (zk.ensemble.free_ports)."""
+    from odradek.zk.ensemble import free_ports
+    return free_ports(1, host)[0]
 
 
 def _failed(request: pytest.FixtureRequest) -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import glob
 import os
+import random
 import shlex
 import shutil
 import signal
@@ -67,18 +68,41 @@ def find_classpath() -> str:
                          "or set ODRADEK_ZOOKEEPER_CLASSPATH")
 
 
-def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
-    """n distinct free TCP ports on ``host`` (bound together, then released)."""
-    socks = []
+_handed_out: set[int] = set()
+
+
+def _ephemeral_low() -> int:
     try:
-        for _ in range(n):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind((host, 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
+    """n distinct TCP ports free on ``host`` now, chosen below the kernel's ephemeral range.
+
+    A port from the ephemeral range (what binding port 0 gives) can be taken by any outgoing
+    connection between this check and the server's bind, or while a killed server restarts
+    on it; a port below that range is only ever taken by an explicit bind. Ports are drawn at
+    random (so concurrent test processes rarely draw the same one), checked with a bind without
+    SO_REUSEADDR (so a port with connections in TIME_WAIT is passed over too), and never handed
+    out twice by this process."""
+    low = _ephemeral_low()
+    top = max(20001, low - 1)
+    ports: list[int] = []
+    while len(ports) < n:
+        port = random.randint(20000, top)
+        if port in _handed_out:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                continue
+        _handed_out.add(port)
+        ports.append(port)
+    return ports
 
 
 def four_letter_word(host: str, port: int, cmd: str = "srvr", timeout: float = 2.0) -> str:

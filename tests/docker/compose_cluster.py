@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -34,6 +33,7 @@ from typing import Any
 import pytest
 
 from odradek import testing
+from odradek.zk.ensemble import free_ports
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKER_DIR = ROOT / "docker"
@@ -66,28 +66,6 @@ def _unavailable() -> str | None:
     except subprocess.TimeoutExpired:
         return "the Docker engine does not answer"
     return None
-
-
-def free_ports(n: int) -> list[int]:
-    """n ports free on 127.0.0.1 now, below the kernel's ephemeral range (so that no outgoing
-    connection takes one before Docker binds it)."""
-    import random
-    try:
-        low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
-    except (OSError, ValueError, IndexError):
-        low = 32768
-    ports: list[int] = []
-    while len(ports) < n:
-        port = random.randint(20000, max(20001, low - 1))
-        if port in ports:
-            continue
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        ports.append(port)
-    return ports
 
 
 def wait_until(condition: Callable[[], Any], timeout: float, what: str, interval: float = 0.5) -> Any:

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import queue
-import socket
 import threading
 
 import pytest
@@ -14,6 +13,7 @@ from odradek.broker.network.broker_client import (BrokerClient, ClientClosedErro
                                                   RequestTimedOutError, UnreachableError)
 from odradek.protocol import header
 from odradek.protocol.apis import update_metadata
+from odradek.zk.ensemble import free_ports
 
 V = update_metadata.MAX_VERSION
 
@@ -67,12 +67,6 @@ class ServerFactory(protocol.ServerFactory):
         self.seen = []
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def rt():
     r = ReactorThread()
@@ -119,7 +113,7 @@ def test_wrong_correlation_id_drops_connection(rt):
 
 
 def test_reconnects_with_backoff_until_server_appears(rt):
-    port = free_port()
+    port = free_ports(1)[0]
     client = rt.call(BrokerClient, rt.reactor, "127.0.0.1", port, "c")
     pending = rt.call(lambda: client.send(update_metadata, V, {}).addBoth(results.put) and None)
     assert pending is None
@@ -137,7 +131,7 @@ results: queue.Queue = queue.Queue()
 def test_unreachable_fails_at_once_when_asked(rt):
     """A sender that re-routes (the txn marker channel) hears of a refused connection at once,
     not after request.timeout.ms; a later send tries to connect again."""
-    port = free_port()
+    port = free_ports(1)[0]
     client = rt.call(lambda: BrokerClient(rt.reactor, "127.0.0.1", port, "c", request_timeout_ms=60000,
                                           fail_when_unreachable=True))
     with pytest.raises(UnreachableError):
