@@ -22,7 +22,11 @@ Invariants:
   becomes server.properties under the dynamic defaults under its own, and every local log whose
   topic does not override a changed default gets it (the controller also its
   unclean.leader.election.enable); names odradek does not apply (a tool may store some) are
-  logged and ignored, and an invalid stored value keeps the current configs.
+  logged and ignored, and an invalid stored value keeps the current configs. The parts that take
+  broker configs live (``broker/reconfigurables.py``: listener keystores, connection limits, the
+  cleaner's backoff) take the change whole or not at all: one that cannot (a keystore that does not
+  load) keeps every current config, with one error line; password values are decoded here with
+  ``password.encoder.secret`` and never logged.
 Other entity types (another broker, users, clients) are acknowledged without effect: odradek has no
 client quotas yet, and users' SCRAM credentials are read at each login.
 """
@@ -36,8 +40,10 @@ from twisted.internet import defer
 
 from odradek.zk import znodes as zn
 
-from .config.dynamic import DEFAULT_LEVEL, LOG_DEFAULTS, PER_BROKER_CONFIG, effective_config, throttle_rates, validate
+from .config.dynamic import (DEFAULT_LEVEL, decode_passwords, effective_config, is_password, key_of, per_broker_only,
+                             throttle_rates, validate)
 from .config.kafka_config import ConfigError
+from .reconfigurables import reconfigure
 from .topic_configs import log_config
 
 log = logging.getLogger(__name__)
@@ -149,18 +155,20 @@ class ConfigChangeListener:
     def apply_broker_config(self, default: dict[str, str], broker: dict[str, str]) -> None:
         """Apply the cluster's and this broker's dynamic configs (module invariants)."""
         ctx = self.ctx
-        default = self._known(default, LOG_DEFAULTS, "<default>")
-        broker = self._known(broker, LOG_DEFAULTS | set(PER_BROKER_CONFIG), str(ctx.broker_id))
+        default = self._known(default, False, "<default>")
+        broker = self._known(broker, True, str(ctx.broker_id))
         if (default, broker) == (ctx.dynamic_default_broker_config, ctx.dynamic_broker_config):
             return
         try:
+            broker = decode_passwords(self.static_config, broker)
             validate(default, broker_level=False)
             validate(broker, broker_level=True)
             leader_rate, follower_rate = throttle_rates(broker)
             config = effective_config(self.static_config, default, broker)
+            reconfigure(ctx.reconfigurables, ctx.config, config)
         except ConfigError as e:
-            log.error("broker %d: the dynamic broker config in ZooKeeper is invalid (%s); keeping the current one",
-                      ctx.broker_id, e)
+            log.error("broker %d: the dynamic broker config in ZooKeeper cannot be applied (%s); keeping the "
+                      "current one", ctx.broker_id, e)
             return
         ctx.dynamic_default_broker_config, ctx.dynamic_broker_config = default, broker
         rm = ctx.replica_manager
@@ -177,12 +185,13 @@ class ConfigChangeListener:
         if controller is not None and bool(config["unclean.leader.election.enable"]) != old_unclean:
             controller.unclean_leader_election_default_changed(bool(config["unclean.leader.election.enable"]))
 
-    def _known(self, overrides: dict[str, str], names: Any, entity: str) -> dict[str, str]:
-        ignored = sorted(set(overrides) - set(names))
+    def _known(self, overrides: dict[str, str], broker_level: bool, entity: str) -> dict[str, str]:
+        known = {k: v for k, v in overrides.items() if key_of(k) is not None and (broker_level or not per_broker_only(k))}
+        ignored = sorted(set(overrides) - set(known))
         if ignored:
             log.warning("broker %d: ignoring dynamic configs of brokers/%s odradek does not apply: %s",
                         self.ctx.broker_id, entity, ", ".join(ignored))
-        return {k: v for k, v in overrides.items() if k in names}
+        return known
 
     def apply_topic_config(self, topic: str, overrides: dict[str, str]) -> None:
         """Give the topic's logs, the replica manager and the LeaderAndIsr cache the new config."""
@@ -207,4 +216,4 @@ class ConfigChangeListener:
 
 
 def _show(overrides: dict[str, str]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in sorted(overrides.items())) or "(none)"
+    return ", ".join(f"{k}={'[hidden]' if is_password(k) else v}" for k, v in sorted(overrides.items())) or "(none)"

@@ -178,6 +178,7 @@ class KafkaServer:
         self.ctx.authorizer = await start_authorizer(cfg, self.zk, self._in_thread, self.reactor)
         self._watch_controller_epoch(controller_view)
         self._bind_listeners(RequestHandler(self.ctx))
+        self._register_reconfigurables()
         await self._register()
         self.zk.on_new_session(self._on_new_session)
         from .controller import KafkaController
@@ -311,6 +312,21 @@ class KafkaServer:
             self.ports[ep.listener_name] = port
             self.factories[ep.listener_name] = factory
             self.bound[ep.listener_name] = (ep.host, port.getHost().port)
+
+    def _register_reconfigurables(self) -> None:
+        """The parts that take dynamic broker configs live; brought at once (before any connection is
+        accepted) to the dynamic configs ZooKeeper already held when the listeners were built."""
+        from .reconfigurables import CleanerBackoff, ConnectionLimits, ListenerKeystores, reconfigure
+        contexts = {name: s.tls_context for name, s in self.listener_security.items() if s.tls_context is not None}
+        factory = next(iter(self.factories.values()))
+        ctx = self.ctx
+        assert ctx is not None
+        ctx.reconfigurables = [ListenerKeystores(contexts), ConnectionLimits(factory.quotas),
+                               CleanerBackoff(self.cleaner)]
+        try:
+            reconfigure(ctx.reconfigurables, self.config, ctx.config)
+        except ConfigError as e:
+            raise StartupError(f"the dynamic broker config in ZooKeeper cannot be applied: {e}") from None
 
     def broker_info(self) -> BrokerInfo:
         endpoints = []

@@ -23,6 +23,7 @@ from odradek.protocol.scram import MIN_ITERATIONS
 from odradek.zk import config_entities as ce
 from odradek.zk.admin import AdminZkClient
 from odradek.zk.cli import CommandError
+from odradek.zk.password_encoder import CIPHER, PASSWORD_SUFFIXES, PasswordEncoder, PasswordEncoderError
 from odradek.zk.topics_cli import zookeeper_session
 
 ENTITY_FLAGS = {"topic": ce.TOPICS, "client": ce.CLIENTS, "user": ce.USERS, "broker": ce.BROKERS}
@@ -220,11 +221,24 @@ def prepare_additions(configs: ce.EntityConfigs, request: ConfigsRequest, name: 
 
 def check_broker_alter(configs: ce.EntityConfigs, name: str, to_add: dict[str, str]) -> None:
     """Kafka's rule: besides replication throttles, broker configs go through ZooKeeper only to
-    bootstrap, while the broker (or, for the default, every broker) is down; no passwords."""
-    secret = sorted(k for k in to_add if k.endswith("password") or k.endswith("sasl.jaas.config"))
+    bootstrap, while the broker (or, for the default, every broker) is down; password configs
+    only with ``password.encoder.secret`` (the brokers' own) in the same --add-config, which
+    encrypts them and is not stored."""
+    encoder_props = {k: to_add.pop(k) for k in list(to_add) if k.startswith("password.encoder.")}
+    secret = sorted(k for k in to_add if k.endswith(PASSWORD_SUFFIXES))
     if secret:
-        raise CommandError(f"Password configs {', '.join(secret)} cannot be stored through --zookeeper: "
-                           "odradek does not encrypt them with password.encoder.secret; put them in server.properties")
+        if "password.encoder.secret" not in encoder_props:
+            raise CommandError(f"Password configs {', '.join(secret)} can be stored through --zookeeper only "
+                               "encrypted: add password.encoder.secret=<the brokers' secret> to --add-config")
+        try:
+            encoder = PasswordEncoder(encoder_props["password.encoder.secret"],
+                                      encoder_props.get("password.encoder.keyfactory.algorithm"),
+                                      encoder_props.get("password.encoder.cipher.algorithm", CIPHER),
+                                      int(encoder_props.get("password.encoder.key.length", 128)),
+                                      int(encoder_props.get("password.encoder.iterations", 4096)))
+        except (PasswordEncoderError, ValueError) as e:
+            raise CommandError(str(e)) from None
+        to_add.update({k: encoder.encode(to_add[k]) for k in secret})
     dynamic = sorted(k for k in to_add if k not in ce.BROKER_CONFIGS_UPDATABLE_WHILE_RUNNING)
     if not dynamic:
         return

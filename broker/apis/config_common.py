@@ -81,22 +81,40 @@ async def alter(ctx: BrokerContext, resource: Any, validate_only: bool,
 
 async def _alter_broker(ctx: BrokerContext, resource: Any, validate_only: bool,
                         new_overrides: Callable[[dict[str, str]], dict[str, str]]) -> dict:
+    """Kafka 2.8's ZkAdminManager.alterBrokerConfigs: a broker's own configs only on that broker
+    (so its keystores are checked where they live), validated by the parts that would take them."""
     name = resource.resource_name
     if name and not name.isdigit():
         raise KafkaError(ErrorCode.INVALID_REQUEST, f"Invalid broker id {name}")
+    if name and int(name) != ctx.broker_id:
+        raise KafkaError(ErrorCode.INVALID_REQUEST,
+                         f"Unexpected broker id, expected {ctx.broker_id} or empty string, but received {name}")
     entity = name or DEFAULT_LEVEL
+    static = ctx.static_config or ctx.config
     try:
         dynamic.validate({c.name: None for c in resource.configs}, broker_level=bool(name))   # the names
         current = await ctx.run_in_thread(ctx.zk.get_entity_config, BROKERS, entity) if ctx.zk is not None else {}
+        current = dynamic.decode_passwords(static, current)
         overrides = new_overrides(dict(current))
         dynamic.validate(overrides, broker_level=bool(name))
+        layers = ((ctx.dynamic_default_broker_config, overrides) if name
+                  else (overrides, ctx.dynamic_broker_config))
+        new_config = dynamic.effective_config(static, *layers)
+        # a keystore setting repeated unchanged re-reads its files (a certificate renewed in place)
+        reload_files = bool(name) and any(dynamic.split_listener(c.name)[1] in dynamic.SSL_STORES
+                                          and current.get(c.name) == overrides.get(c.name) for c in resource.configs)
+        appliers = [a for a in (p.prepare(ctx.config, new_config, reload_files) for p in ctx.reconfigurables) if a]
+        stored = dynamic.encode_passwords(static, overrides)
     except ConfigError as e:
         code = ErrorCode.INVALID_REQUEST if "Cannot update these configs" in str(e) else ErrorCode.INVALID_CONFIG
         raise KafkaError(code, str(e)) from None
     if not validate_only:
         if ctx.admin is None:
             raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, "this broker has no ZooKeeper client")
-        await ctx.run_in_thread(EntityConfigs(ctx.admin).change, BROKERS, entity, overrides)
+        await ctx.run_in_thread(EntityConfigs(ctx.admin).change, BROKERS, entity, stored)
+        if reload_files:
+            for apply in appliers:
+                apply()
     return result(resource)
 
 

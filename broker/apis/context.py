@@ -85,6 +85,8 @@ class BrokerContext:
     dynamic_broker_config: dict[str, str] = field(default_factory=dict)
     dynamic_default_broker_config: dict[str, str] = field(default_factory=dict)
     static_config: KafkaConfig | None = None
+    # the parts that take dynamic broker configs live (``broker/reconfigurables.py``)
+    reconfigurables: list[Any] = field(default_factory=list)
     pending_auto_creates: set[str] = field(default_factory=set)
 
     @property

@@ -130,17 +130,20 @@ def broker_configs(layers: BrokerLayers, include_synonyms: bool, include_documen
     its per-broker dynamic configs (the replication throttle rates) where set."""
     effective = layers.effective
     names = ({n for n in BROKER_CONFIG} | {n for n, v in layers.static.originals.items() if v is not None}
-             | {n for n in layers.broker if n in dynamic.PER_BROKER_CONFIG})
+             | {n for n in (*layers.broker, *layers.default) if dynamic.key_of(n) is not None})
     out = []
     for name in sorted(names):
-        key = BROKER_CONFIG.get(name) or dynamic.PER_BROKER_CONFIG.get(name)
+        key = BROKER_CONFIG.get(name) or dynamic.key_of(name)
         sensitive = key is None or key.type == PASSWORD
         if name in dynamic.PER_BROKER_CONFIG:
             value = None if sensitive else layers.broker.get(name)
+        elif name not in BROKER_CONFIG:   # listener.name.<l>.*: as set, in server.properties or dynamically
+            raw = layers.broker.get(name, layers.default.get(name, layers.static.originals.get(name)))
+            value = None if sensitive or raw is None else str(raw)
         else:
             value = None if sensitive else to_string(key, effective[name] if key is not None else None)
         synonyms = _synonyms(layers, name, sensitive)
-        updatable = name in dynamic.PER_BROKER_CONFIG or name in dynamic.LOG_DEFAULTS
+        updatable = dynamic.key_of(name) is not None
         out.append(DescribedConfig(name, value, synonyms[0].source if synonyms else DEFAULT_CONFIG, not updatable,
                                    sensitive, synonyms if include_synonyms else [],
                                    TYPE_IDS.get(key.type, 0) if key else 0,
@@ -153,7 +156,7 @@ def default_broker_configs(layers: BrokerLayers, include_synonyms: bool,
     """The cluster-wide dynamic defaults (the default-broker resource)."""
     out = []
     for name, value in sorted(layers.default.items()):
-        key = BROKER_CONFIG[name]
+        key = dynamic.key_of(name) or BROKER_CONFIG[name]
         synonyms = [Synonym(name, value, DYNAMIC_DEFAULT_BROKER_CONFIG)]
         out.append(DescribedConfig(name, value, DYNAMIC_DEFAULT_BROKER_CONFIG, False, False,
                                    synonyms if include_synonyms else [], TYPE_IDS.get(key.type, 0),

@@ -18,6 +18,8 @@ from .types import (  # re-exported: config users import these from here
     _parse, _table, at_least, between, list_of, non_empty, one_of, parse_properties,
 )
 
+from .security_keys import SECURITY_KEYS
+
 log = logging.getLogger(__name__)
 
 # ---------------------------------------------------------------- broker keys
@@ -60,34 +62,7 @@ BROKER_CONFIG: dict[str, ConfigKey] = _table([
     ("max.connections", INT, 2**31 - 1, at_least(0),
      "Connections the broker accepts across its listeners (listener.name.<l>.max.connections per listener)."),
     ("request.timeout.ms", INT, 30000, at_least(0), "Broker-side client request timeout."),
-    # --- TLS (each may be given per listener as listener.name.<l>.<key>)
-    ("ssl.keystore.type", STRING, "JKS", one_of("JKS", "PEM", "PKCS12", case_insensitive=True),
-     "Keystore format: PEM or PKCS12 here (JKS is refused with a clear error)."),
-    ("ssl.keystore.location", STRING, None, None, "Keystore file: PEM (chain + key) or PKCS12."),
-    ("ssl.keystore.password", PASSWORD, None, None, "Password of a PKCS12 keystore."),
-    ("ssl.key.password", PASSWORD, None, None, "Password of the private key (encrypted PEM key)."),
-    ("ssl.keystore.certificate.chain", PASSWORD, None, None, "PEM certificate chain, inline (KIP-651)."),
-    ("ssl.keystore.key", PASSWORD, None, None, "PEM private key, inline (KIP-651)."),
-    ("ssl.truststore.type", STRING, "JKS", one_of("JKS", "PEM", "PKCS12", case_insensitive=True),
-     "Truststore format: PEM or PKCS12 here."),
-    ("ssl.truststore.location", STRING, None, None, "Truststore file: PEM CA certificates or PKCS12."),
-    ("ssl.truststore.password", PASSWORD, None, None, "Password of a PKCS12 truststore."),
-    ("ssl.truststore.certificates", PASSWORD, None, None, "PEM CA certificates, inline (KIP-651)."),
-    ("ssl.client.auth", STRING, "none", one_of("none", "requested", "required", case_insensitive=True),
-     "Client certificates: none, requested or required (mutual TLS)."),
-    ("ssl.enabled.protocols", LIST, ["TLSv1.2", "TLSv1.3"], list_of("TLSv1.2", "TLSv1.3"),
-     "TLS versions accepted."),
-    ("ssl.cipher.suites", LIST, [], None, "TLS 1.2 cipher suites by OpenSSL's names; empty: OpenSSL's defaults."),
-    ("ssl.endpoint.identification.algorithm", STRING, "https", None,
-     "'https' checks the broker's host name against its certificate; empty turns it off."),
-    ("ssl.principal.mapping.rules", STRING, "DEFAULT", None, "Certificate DN -> principal name rules."),
-    # --- SASL (sasl.jaas.config may be given as listener.name.<l>.<mechanism>.sasl.jaas.config)
-    ("sasl.enabled.mechanisms", LIST, ["GSSAPI"], None, "SASL mechanisms served on SASL listeners."),
-    ("sasl.mechanism.inter.broker.protocol", STRING, "GSSAPI", None, "SASL mechanism between brokers."),
-    ("sasl.jaas.config", PASSWORD, None, None, "JAAS login context, in the properties file."),
-    ("connections.max.reauth.ms", LONG, 0, at_least(0), "Re-authentication interval (0: none)."),
-    ("connection.failed.authentication.delay.ms", INT, 100, at_least(0),
-     "How long a connection that failed to authenticate stays open (unread) before it is closed."),
+    *SECURITY_KEYS,
     # --- authorization
     ("authorizer.class.name", STRING, "", one_of("", *AUTHORIZERS),
      "kafka.security.authorizer.AclAuthorizer turns on ACLs (the only authorizer built here)."),

@@ -42,6 +42,14 @@ class LogCleanerService:
         self._loop.clock = self.reactor
         self._loop.start(max(self.backoff_ms, 1) / 1000.0, now=False)
 
+    def set_backoff_ms(self, backoff_ms: int) -> None:
+        """A new ``log.cleaner.backoff.ms`` (a dynamic config change): the next pass waits that long."""
+        self.backoff_ms = backoff_ms
+        if self._loop is not None and self._loop.running:
+            self._loop.stop()
+            self._loop = None
+            self.start()
+
     def run_once(self) -> defer.Deferred | None:
         """Start a pass unless one is running; returns its Deferred (None if skipped)."""
         if self._running is not None:

@@ -19,14 +19,19 @@ from collections import Counter
 class ConnectionQuotas:
     def __init__(self, max_connections: int, max_per_ip: int, per_ip_overrides: dict[str, int],
                  listener_limits: dict[str, int], protected_listener: str | None) -> None:
-        self.max_connections = max_connections
-        self.max_per_ip = max_per_ip
-        self.per_ip_overrides = dict(per_ip_overrides)
-        self.listener_limits = dict(listener_limits)
+        self.set_limits(max_connections, max_per_ip, per_ip_overrides, listener_limits)
         self.protected_listener = protected_listener
         self.per_ip: Counter[str] = Counter()
         self.per_listener: Counter[str] = Counter()
         self.total = 0
+
+    def set_limits(self, max_connections: int, max_per_ip: int, per_ip_overrides: dict[str, int],
+                   listener_limits: dict[str, int]) -> None:
+        """New limits (a dynamic config change): they apply to the connections that come next."""
+        self.max_connections = max_connections
+        self.max_per_ip = max_per_ip
+        self.per_ip_overrides = dict(per_ip_overrides)
+        self.listener_limits = dict(listener_limits)
 
     def try_accept(self, listener: str, ip: str) -> str | None:
         """Count a new connection and return None, or return why it is refused (nothing counted)."""

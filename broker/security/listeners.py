@@ -64,7 +64,7 @@ class SaslSettings:
 class ListenerSecurity:
     name: str
     protocol: str
-    tls_context: Any = None                # twisted CertificateOptions for SSL / SASL_SSL
+    tls_context: tls.ReloadableServerContext | None = None   # for SSL / SASL_SSL
     sasl: SaslSettings | None = None
     principal_mapper: SslPrincipalMapper | None = None
 
@@ -77,7 +77,7 @@ class ListenerSecurity:
         context = mapper = None
         if protocol in ("SSL", "SASL_SSL"):
             try:
-                context = tls.server_context(get)
+                context = tls.ReloadableServerContext(get)
                 mapper = SslPrincipalMapper(str(get("ssl.principal.mapping.rules")))
             except (tls.TlsConfigError, ValueError) as e:
                 raise SecurityConfigError(f"listener {listener} ({protocol}): {e}") from None

@@ -18,6 +18,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.serialization import pkcs12
 from OpenSSL import SSL, crypto
 from twisted.internet import ssl as twisted_ssl
+from twisted.internet.interfaces import IOpenSSLContextFactory
+from zope.interface import implementer
 
 # ssl.enabled.protocols -> Twisted's TLS versions
 _VERSIONS = {"TLSv1.2": twisted_ssl.TLSVersion.TLSv1_2, "TLSv1.3": twisted_ssl.TLSVersion.TLSv1_3}
@@ -161,9 +163,8 @@ def _ciphers(get: Callable[[str], Any]) -> dict[str, Any]:
     return {"acceptableCiphers": twisted_ssl.AcceptableCiphers.fromOpenSSLCipherString(":".join(suites))}
 
 
-def server_context(get: Callable[[str], Any]) -> twisted_ssl.CertificateOptions:
-    """The TLS context of one listener (``get`` reads that listener's settings)."""
-    keys = load_keystore(get)
+def _server_options(get: Callable[[str], Any], keys: KeyMaterial) -> twisted_ssl.CertificateOptions:
+    """The TLS context of one listener (``get`` reads that listener's settings) serving ``keys``."""
     client_auth = str(get("ssl.client.auth")).lower()
     trust = load_truststore(get)
     verify: dict[str, Any] = {}
@@ -175,6 +176,49 @@ def server_context(get: Callable[[str], Any]) -> twisted_ssl.CertificateOptions:
     return twisted_ssl.CertificateOptions(
         privateKey=keys.key, certificate=keys.certificate, extraCertChain=list(keys.chain),
         **verify, **_versions(get), **_ciphers(get))
+
+
+def certificate_identity(cert: crypto.X509) -> tuple[str, tuple[str, ...]]:
+    """(subject DN, sorted subject alternative names) of a certificate."""
+    c = cert.to_cryptography()
+    try:
+        sans = tuple(sorted(str(n.value) for n in c.extensions.get_extension_for_class(x509.SubjectAlternativeName).value))
+    except x509.ExtensionNotFound:
+        sans = ()
+    return c.subject.rfc4514_string(), sans
+
+
+@implementer(IOpenSSLContextFactory)
+class ReloadableServerContext:
+    """A listener's server TLS context that a dynamic config change (or a keystore file rewritten
+    in place) replaces while the listener runs: each connection takes the context current when it
+    is accepted, open connections keep theirs. As in Kafka (SslFactory), a replacement keystore
+    must keep the certificate's subject DN and subject alternative names."""
+
+    def __init__(self, get: Callable[[str], Any]) -> None:
+        keys = load_keystore(get)
+        self.options = _server_options(get, keys)
+        self.identity = certificate_identity(keys.certificate)
+
+    def getContext(self) -> SSL.Context:
+        return self.options.getContext()
+
+    def prepare(self, get: Callable[[str], Any]) -> twisted_ssl.CertificateOptions:
+        """The new context from ``get`` (TlsConfigError if it cannot serve, or names another identity)."""
+        keys = load_keystore(get)
+        identity = certificate_identity(keys.certificate)
+        if identity[0] != self.identity[0]:
+            raise TlsConfigError(f"Keystore DistinguishedName does not match: existing={self.identity[0]}, "
+                                 f"new={identity[0]}")
+        if identity[1] != self.identity[1]:
+            raise TlsConfigError(f"Keystore SubjectAltNames do not match: existing={list(self.identity[1])}, "
+                                 f"new={list(identity[1])}")
+        options = _server_options(get, keys)
+        options.getContext()   # builds OpenSSL's context now: a failure is the caller's, not a client's
+        return options
+
+    def install(self, options: twisted_ssl.CertificateOptions) -> None:
+        self.options = options
 
 
 def client_context(get: Callable[[str], Any], host: str) -> Any:

@@ -2,7 +2,7 @@
 
 Invariant: every file is made fresh with the ``cryptography`` package (no OpenSSL command, no
 network), under the folder given, and signed by the CA made in the same call, so a test trusts
-exactly what it made; the broker certificate names every host it is given (127.0.0.1 and
+exactly what it made (``issue_identity`` signs more with the same CA); the broker certificate names every host it is given (127.0.0.1 and
 localhost by default, as IP and DNS subjectAltNames), so host-name verification passes. Not for
 production: keys are unencrypted (the PKCS12 files use ``password``).
 ``python -m odradek.testing.certificates DIR [--host NAME ...]`` makes the same files for a
@@ -113,10 +113,24 @@ def make_tls_files(folder: str | Path, password: str = "changeit",
     ca, ca_key = _make_ca("odradek test CA")
     other, _ = _make_ca("untrusted CA")
     (folder / "ca.crt").write_bytes(_pem(ca))
+    (folder / "ca.key").write_bytes(ca_key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                         serialization.NoEncryption()))
+    (folder / "ca.key").chmod(0o600)
     (folder / "other-ca.crt").write_bytes(_pem(other))
     return TlsFiles(folder / "ca.crt", _identity(folder, "broker", hosts[0], ca, ca_key, hosts, password),
                     _identity(folder, "client", "client", ca, ca_key, (), password),
                     folder / "other-ca.crt")
+
+
+def issue_identity(folder: str | Path, stem: str, cn: str, hosts: tuple[str, ...] = ("localhost", "127.0.0.1"),
+                   password: str = "changeit") -> Identity:
+    """Another identity signed by the CA ``make_tls_files`` made in ``folder`` (a renewed broker
+    certificate: same ``cn`` and ``hosts``, new key and serial), written as ``<stem>.*``."""
+    folder = Path(folder)
+    ca = x509.load_pem_x509_certificate((folder / "ca.crt").read_bytes())
+    ca_key = serialization.load_pem_private_key((folder / "ca.key").read_bytes(), None)
+    assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
+    return _identity(folder, stem, cn, ca, ca_key, hosts, password)
 
 
 def main(argv: list[str] | None = None) -> int:

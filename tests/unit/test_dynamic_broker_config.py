@@ -56,3 +56,49 @@ def test_applied_to_local_logs_without_their_own_override(listener):
     assert lg.config["max.message.bytes"] == 2000 and b.rm.leader_quota.limit == 77
     changes.apply_broker_config({}, {})                                  # all removed: back to server.properties
     assert lg.config["max.message.bytes"] == b.config["message.max.bytes"] and not b.rm.leader_quota.enabled
+
+
+def test_listener_keystores_connection_limits_and_cleaner_backoff_are_dynamic():
+    values = dynamic.validate({"listener.name.ssl.ssl.keystore.location": "/k.pem", "ssl.keystore.type": "PEM",
+                               "listener.name.ext.max.connections": "3", "max.connections.per.ip": "5",
+                               "log.cleaner.backoff.ms": "100"}, broker_level=True)
+    assert values["listener.name.ext.max.connections"] == 3 and values["max.connections.per.ip"] == 5
+    assert dynamic.validate({"max.connections": "9", "listener.name.ext.max.connections": "3"}, broker_level=False)
+    with pytest.raises(ConfigError, match="broker id must be specified: listener.name.ssl.ssl.keystore.location"):
+        dynamic.validate({"listener.name.ssl.ssl.keystore.location": "/k.pem"}, broker_level=False)
+    with pytest.raises(ConfigError, match="Cannot update these configs dynamically: listener.name.ssl.ssl.client.auth"):
+        dynamic.validate({"listener.name.ssl.ssl.client.auth": "required"}, broker_level=True)
+    with pytest.raises(ConfigError, match="Cannot update these configs dynamically: log.cleaner.threads"):
+        dynamic.validate({"log.cleaner.threads": "2"}, broker_level=True)
+
+
+def test_password_configs_are_stored_encoded_and_decoded_with_the_old_secret_while_rotating():
+    static = KafkaConfig({"zookeeper.connect": "x:1", "password.encoder.secret": "s1"})
+    plain = {"listener.name.ssl.ssl.keystore.password": "pw-1", "max.connections": "7"}
+    stored = dynamic.encode_passwords(static, plain)
+    assert stored["max.connections"] == "7" and "pw-1" not in stored["listener.name.ssl.ssl.keystore.password"]
+    assert dynamic.decode_passwords(static, stored) == plain
+    rotated = KafkaConfig({"zookeeper.connect": "x:1", "password.encoder.secret": "s2",
+                           "password.encoder.old.secret": "s1"})
+    assert dynamic.decode_passwords(rotated, stored) == plain
+    wrong = KafkaConfig({"zookeeper.connect": "x:1", "password.encoder.secret": "s3"})
+    with pytest.raises(ConfigError, match="could not be decoded"):
+        dynamic.decode_passwords(wrong, stored)
+    with pytest.raises(ConfigError, match="Password encoder secret not configured"):
+        dynamic.encode_passwords(KafkaConfig({"zookeeper.connect": "x:1"}), plain)
+
+
+def test_the_password_encoder_is_salted_and_refuses_tampering():
+    from odradek.zk.password_encoder import PasswordEncoder, PasswordEncoderError
+    enc = PasswordEncoder("secret")
+    a, b = enc.encode("same"), enc.encode("same")
+    assert a != b and enc.decode(a) == enc.decode(b) == "same"
+    fields = dict(p.split(":", 1) for p in a.split(","))
+    assert (fields["keyFactoryAlgorithm"], fields["cipherAlgorithm"], fields["keyLength"], fields["iterations"]) == (
+        "PBKDF2WithHmacSHA512", "AES/CBC/PKCS5Padding", "128", "4096")
+    with pytest.raises(PasswordEncoderError):
+        PasswordEncoder("other").decode(a)
+    with pytest.raises(PasswordEncoderError):
+        enc.decode("not an encoded password")
+    with pytest.raises(PasswordEncoderError, match="only PBKDF2WithHmacSHA512"):
+        PasswordEncoder("s", key_factory="PBKDF2WithHmacSHA1")
