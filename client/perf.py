@@ -565,28 +565,27 @@ def failover_perf(argv: list[str], out=None) -> int:
     return run(argv, out)
 
 
-def framing_perf(argv: list[str]) -> int:
-    # The broker's socket layer alone: it lives with the broker, named here like zk/cli names
-    # every subcommand (a client imports no broker code).
-    import importlib
-    return int(importlib.import_module("odradek.broker.network.framing_bench").main(argv))
-
-
-def log_append_perf(argv: list[str]) -> int:
-    import importlib  # with the broker, as framing_perf
-    return int(importlib.import_module("odradek.broker.log.append_bench").main(argv))
+def _module_tool(module: str) -> Callable[[list[str]], int]:
+    """A tool in a module of its own, imported when run. The broker's own benchmarks (framing,
+    log-append) live with the broker, named here as zk/cli names every subcommand."""
+    def run(argv: list[str]) -> int:
+        import importlib
+        return int(importlib.import_module(module).main(argv))
+    return run
 
 
 COMMANDS = {"producer": producer_perf, "consumer": consumer_perf, "e2e": e2e_perf, "commit": commit_perf,
-            "failover": failover_perf, "framing": framing_perf, "log-append": log_append_perf}
+            "failover": failover_perf, "framing": _module_tool("odradek.broker.network.framing_bench"),
+            "log-append": _module_tool("odradek.broker.log.append_bench"),
+            "requests": _module_tool("odradek.client.perf_requests")}
 
 
 def main(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
-        print("usage: odradek perf producer|consumer|e2e|commit|failover|framing|log-append [options]")
+        print("usage: odradek perf producer|consumer|e2e|commit|failover|framing|log-append|requests [options]")
         return 0 if argv else 1
     if argv[0] not in COMMANDS:
-        print(f"Error: unknown perf tool {argv[0]!r} (producer, consumer, e2e, commit, failover, framing, log-append)", file=sys.stderr)
+        print(f"Error: unknown perf tool {argv[0]!r} (producer, consumer, e2e, commit, failover, framing, log-append, requests)", file=sys.stderr)
         return 1
     fn = COMMANDS[argv[0]]
     try:

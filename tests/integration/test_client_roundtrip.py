@@ -100,3 +100,26 @@ def test_offsets_lookup_and_seek(cluster):
         while len(recs) < 10 and time.monotonic() < deadline:
             recs += consumer.poll(1000).get(tp, [])
         assert [r.value for r in recs] == [str(i).encode() for i in range(90, 100)]
+
+
+def test_perf_requests_drives_every_kind_without_errors_and_reads_the_brokers_cpu(cluster):
+    """``odradek perf requests`` as a user runs it: every kind answered without an error code, the
+    broker's CPU found by its port, and the floor server measured in the same run."""
+    import os
+    import subprocess
+    import sys
+    with AdminClient(bootstrap_servers=cluster.bootstrap_servers) as admin:
+        admin.create_topics([NewTopic("perf-requests", 1, 1)])
+        wait_for_leaders(admin, "perf-requests", 1)
+    odradek = os.path.join(os.path.dirname(sys.executable), "odradek")
+    r = subprocess.run([odradek, "perf", "requests", "--bootstrap-server", cluster.bootstrap_servers, "--floor",
+                        "--seconds", "0.5", "--processes", "1", "--connections", "2", "--in-flight", "8",
+                        "--check-every", "1"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert [ln.split(" ")[0] for ln in lines] == ["floor", "produce", "fetch", "metadata", "api-versions",
+                                                  "offset-commit", "heartbeat"]
+    for ln in lines:
+        assert " 0 errors" in ln and "us broker CPU/request" in ln and "requests/s" in ln, ln
+        assert int(ln.split(": ", 1)[1].split(" ")[0].replace(",", "")) > 0, ln
+    assert all("x the floor's" in ln for ln in lines[1:])
