@@ -469,10 +469,8 @@ class AbstractCoordinator:
                         conn.request(_leave_group, self._leave_body(generation.member_id),
                                      version=conn.version_for(_leave_group, _leave_group.MAX_VERSION))
                     continue
-                resp = conn.request(_heartbeat, {
-                    "group_id": self.group_id, "generation_id": generation.generation_id,
-                    "member_id": generation.member_id, "group_instance_id": self.group_instance_id},
-                    version=conn.version_for(_heartbeat, _heartbeat.MAX_VERSION))
+                api, body = self.heartbeat_request(generation)
+                resp = conn.request(api, body, version=conn.version_for(api, api.MAX_VERSION))
                 code = ErrorCode(resp.error_code)
             except KafkaError as exc:
                 code = exc.code if not isinstance(exc, ConnectionLost) else ErrorCode.NETWORK_EXCEPTION
@@ -480,6 +478,11 @@ class AbstractCoordinator:
                 if action == "leave":
                     continue
             self._on_heartbeat(code, generation, backoff)
+
+    def heartbeat_request(self, generation: Generation) -> tuple[Any, dict]:
+        """The Heartbeat this member sends for ``generation``: (API module, request body)."""
+        return _heartbeat, {"group_id": self.group_id, "generation_id": generation.generation_id,
+                            "member_id": generation.member_id, "group_instance_id": self.group_instance_id}
 
     def _on_heartbeat(self, code: ErrorCode, generation: Generation, backoff: float) -> None:
         with self._lock:

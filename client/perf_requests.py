@@ -28,17 +28,15 @@ from odradek.protocol import header
 from odradek.protocol.apis import api_versions as _api_versions
 from odradek.protocol.apis import fetch as _fetch
 from odradek.protocol.apis import find_coordinator as _find_coordinator
-from odradek.protocol.apis import heartbeat as _heartbeat
-from odradek.protocol.apis import join_group as _join_group
 from odradek.protocol.apis import list_offsets as _list_offsets
 from odradek.protocol.apis import metadata as _metadata
 from odradek.protocol.apis import offset_commit as _offset_commit
 from odradek.protocol.apis import produce as _produce
-from odradek.protocol.apis import sync_group as _sync_group
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.records import BatchBuilder
 
 from .connection import BrokerConnection
+from .consumer import Consumer
 from .perf import percentiles
 
 KINDS = ("produce", "fetch", "metadata", "api-versions", "offset-commit", "heartbeat")
@@ -68,27 +66,24 @@ def _coordinator(conn: BrokerConnection, group: str) -> BrokerConnection:
     return BrokerConnection(resp.host, resp.port, node_id=resp.node_id, client_id="perf-requests").connect()
 
 
-def _join(conn: BrokerConnection, group: str) -> tuple[int, str]:
-    """A member of ``group`` (joined and synced), for heartbeats: (generation, member id)."""
-    body = {"group_id": group, "session_timeout_ms": 30000, "rebalance_timeout_ms": 30000, "member_id": "",
-            "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b""}]}
-    resp = conn.request(_join_group, body)
-    if resp.error_code == ErrorCode.MEMBER_ID_REQUIRED:
-        resp = conn.request(_join_group, {**body, "member_id": resp.member_id})
-    if resp.error_code:
-        raise SystemExit(f"Error: JoinGroup: {ErrorCode(resp.error_code).name}")
-    sync = conn.request(_sync_group, {"group_id": group, "generation_id": resp.generation_id,
-                                      "member_id": resp.member_id, "protocol_type": "consumer",
-                                      "protocol_name": "range",
-                                      "assignments": [{"member_id": resp.member_id, "assignment": b""}]})
-    if sync.error_code:
-        raise SystemExit(f"Error: SyncGroup: {ErrorCode(sync.error_code).name}")
-    return resp.generation_id, resp.member_id
+def _member(bootstrap: str, topic: str, group: str) -> Any:
+    """A consumer that joined ``group`` through odradek's group core (its heartbeat thread keeps it
+    in the group while the load runs); closed by the caller."""
+    consumer = Consumer(bootstrap_servers=bootstrap, group_id=group, session_timeout_ms=30000,
+                        enable_auto_commit=False)
+    consumer.subscribe([topic])
+    deadline = time.monotonic() + 60
+    while not consumer.assignment():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"Error: no assignment in group {group} within 60 s")
+        consumer.poll(timeout_ms=200)
+    return consumer
 
 
-def prepare(kind: str, bootstrap: str, topic: str) -> tuple[str, ModuleType, int, bytes]:
+def prepare(kind: str, bootstrap: str, topic: str, keep: list) -> tuple[str, ModuleType, int, bytes]:
     """(address, API, version, request frame without its size) for ``kind``; talks to the broker
-    to learn what the frame needs (the log end offset, the coordinator, a group member)."""
+    to learn what the frame needs (the log end offset, the coordinator, a group member). What must
+    live while the load runs (the member) is appended to ``keep``, for the caller to close."""
     conn = _connect(bootstrap)
     address = f"{conn.host}:{conn.port}"
     if kind == "api-versions":
@@ -117,12 +112,14 @@ def prepare(kind: str, bootstrap: str, topic: str) -> tuple[str, ModuleType, int
         api, body = _offset_commit, {"group_id": f"{GROUP}-commits", "generation_id": -1, "member_id": "", "topics": [
             {"name": topic, "partitions": [{"partition_index": 0, "committed_offset": 0,
                                             "committed_metadata": ""}]}]}
-    elif kind == "heartbeat":
+    elif kind == "heartbeat":   # the heartbeats of a member that joined
         group = f"{GROUP}-heartbeats-{os.getpid()}"
         conn = _coordinator(conn, group)
         address = f"{conn.host}:{conn.port}"
-        generation, member = _join(conn, group)
-        api, body = _heartbeat, {"group_id": group, "generation_id": generation, "member_id": member}
+        member = _member(bootstrap, topic, group)
+        keep.append(member)
+        coordinator = member._group("heartbeat")
+        api, body = coordinator.heartbeat_request(coordinator.generation)
     else:
         raise SystemExit(f"Error: unknown request kind {kind!r} ({', '.join(KINDS)})")
     version = conn.version_for(api)
@@ -323,9 +320,14 @@ def main(argv: list[str], out: Any = None) -> int:
             proc.terminate()
             proc.wait(10)
     for kind in args.request or KINDS:
-        address, api, version, frame = prepare(kind, args.bootstrap_server, args.topic)
-        pid = args.broker_pid or _listening_pid(int(address.rpartition(":")[2]))
-        result = run_load(address, api, version, frame, args, pid)
+        keep: list = []
+        try:
+            address, api, version, frame = prepare(kind, args.bootstrap_server, args.topic, keep)
+            pid = args.broker_pid or _listening_pid(int(address.rpartition(":")[2]))
+            result = run_load(address, api, version, frame, args, pid)
+        finally:
+            for member in keep:
+                member.close()
         _report(f"{kind} (v{version})", result, floor, out)
         if result["errors"]:
             print(f"Error: {kind}: {result['errors']} responses carried an error", file=sys.stderr)
