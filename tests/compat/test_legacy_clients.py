@@ -6,8 +6,8 @@ Fetch v1. Each writes keyed records (one without a key), uncompressed and compre
 own topic; confluent-kafka (a modern consumer: magic 2) and the same old client (down-converted)
 must read exactly them back: contiguous offsets from 0, keys, values, and the timestamps the
 format carries. The other way, confluent-kafka writes (with headers and compression) and the old
-clients read it down-converted. magic 0 with LZ4 is left out: kafka-python needs the xxhash
-package for it (the broker's side of it is in tests/unit/test_legacy_records.py).
+clients read it down-converted. kcat (librdkafka) told the broker is 0.9.0 or 0.10.0 does the
+same both ways, magic-0 LZ4 included (kafka-python needs the xxhash package for that one).
 """
 from __future__ import annotations
 
@@ -140,3 +140,28 @@ def test_down_conversion_disabled_and_old_formats_refused_as_configs(compat_clus
     [configs] = [f.result(30) for f in described.values()]
     assert configs["message.format.version"].value == "2.8-IV1"
     del admin
+
+
+@pytest.mark.parametrize("fallback,codec", [("0.9.0", "lz4"), ("0.9.0", "snappy"), ("0.10.0", "lz4"),
+                                            ("0.10.0", "gzip")])
+def test_kcat_speaking_an_old_protocol(compat_cluster, fallback, codec):
+    """librdkafka told the broker is old (no ApiVersions): Produce v1/v2 with magic 0/1 — magic-0 LZ4
+    with the KAFKA-3160 header checksum — and Fetch v1/v2, both ways through the conversions."""
+    import json
+    import subprocess
+    bootstrap, topic = compat_cluster.bootstrap_servers, f"legacy-kcat-{fallback}-{codec}"
+    _create_topic(bootstrap, topic)
+    old = ["-X", "api.version.request=false", "-X", f"broker.version.fallback={fallback}"]
+    lines = [(b"key-%d" % i, b"value-%d-" % i + b"y" * (i % 17)) for i in range(COUNT)]
+    subprocess.run(["kcat", "-P", "-b", bootstrap, "-t", topic, "-p", "0", "-K", "\t", "-z", codec, *old],
+                   input=b"".join(k + b"\t" + v + b"\n" for k, v in lines), check=True, timeout=120,
+                   capture_output=True)
+    modern = _consume_confluent(bootstrap, topic, COUNT)
+    assert [(o, k, v) for o, k, v, _, _ in modern] == [(i, k, v) for i, (k, v) in enumerate(lines)]
+    # magic 0 carries no timestamp: the proof librdkafka spoke the old format
+    assert all((ts == -1) == (fallback == "0.9.0") for _, _, _, ts, _ in modern)
+    out = subprocess.run(["kcat", "-C", "-b", bootstrap, "-t", topic, "-p", "0", "-o", "beginning", "-e", "-J",
+                          *old], check=True, timeout=120, capture_output=True).stdout
+    got = [json.loads(line) for line in out.splitlines()]
+    assert [(m["offset"], m["key"].encode(), m["payload"].encode()) for m in got] == \
+        [(i, k, v) for i, (k, v) in enumerate(lines)]
