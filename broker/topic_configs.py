@@ -9,7 +9,9 @@ session expires, and the broker's re-registration brings a fresh LeaderAndIsr), 
 names the topic unavailable; the caller fails its partitions, nothing is applied for them
 and nothing is cached, so the next LeaderAndIsr reads ZooKeeper again. As in Kafka's
 LogConfig, unknown config names are ignored (with a warning) and a bad value of a known
-one is a ConfigError.
+one is a ConfigError, but for ``message.format.version``: a stored value odradek refuses to
+set (before 0.11.0, or not a version) is ignored with a warning, as it changes nothing here
+(odradek stores magic 2 whatever it says) and must not take the topic's partitions offline.
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 from twisted.internet import task
 
-from .config.kafka_config import TOPIC_CONFIG, ConfigError, KafkaConfig, LogConfig
+from .config.kafka_config import TOPIC_CONFIG, ConfigError, KafkaConfig, LogConfig, message_format_version
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +36,13 @@ def log_config(config: KafkaConfig, topic: str, overrides: Mapping[str, str]) ->
     unknown = sorted(set(overrides) - set(TOPIC_CONFIG))
     if unknown:
         log.warning("topic %s: ignoring unknown config names %s", topic, ", ".join(unknown))
-    return LogConfig.from_broker(config, {k: v for k, v in overrides.items() if k in TOPIC_CONFIG})
+    known = {k: v for k, v in overrides.items() if k in TOPIC_CONFIG}
+    version = known.get("message.format.version")
+    if version is not None and message_format_version(str(version).strip()):
+        log.warning("topic %s: ignoring message.format.version=%s (odradek stores message format v2 only)",
+                    topic, version)
+        del known["message.format.version"]
+    return LogConfig.from_broker(config, known)
 
 
 def is_transient(exc: BaseException) -> bool:

@@ -2,7 +2,8 @@
 
 Invariant: a name accepted by ``validate_topic_name`` is one Kafka's
 ``Topic.validate`` accepts, and a config accepted by ``validate_topic_config``
-only uses Kafka 2.8's topic config names with values of the right type; every
+only uses Kafka 2.8's topic config names with values of the right type (and a
+``message.format.version`` odradek can honour: 0.11.0 or later, ``message_format_problem``); every
 rejection is a ``KafkaError`` (INVALID_TOPIC_EXCEPTION / INVALID_CONFIG) whose
 message is one clear line. A topic whose znodes would not fit ZooKeeper's ``jute.maxbuffer``
 is refused (``check_partition_count``, ``check_znode_size``) before anything is built or
@@ -27,8 +28,29 @@ GROUP_METADATA_TOPIC_NAME = "__consumer_offsets"
 TRANSACTION_STATE_TOPIC_NAME = "__transaction_state"
 INTERNAL_TOPICS = frozenset({GROUP_METADATA_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME})
 
+# Kafka 2.8's ApiVersion names (KAFKA_0_8_0 .. KAFKA_2_8_IV1): short versions and their IVs
+_API_VERSIONS = frozenset(
+    ["0.8.0", "0.8.1", "0.8.2", "0.9.0", "0.10.0-IV0", "0.10.0-IV1", "0.10.0", "0.10.1-IV0", "0.10.1-IV1",
+     "0.10.1-IV2", "0.10.1", "0.10.2-IV0", "0.10.2", "0.11.0-IV0", "0.11.0-IV1", "0.11.0-IV2", "0.11.0",
+     "1.0-IV0", "1.0", "1.1-IV0", "1.1", "2.0-IV0", "2.0-IV1", "2.0", "2.1-IV0", "2.1-IV1", "2.1-IV2", "2.1",
+     "2.2-IV0", "2.2-IV1", "2.2", "2.3-IV0", "2.3-IV1", "2.3", "2.4-IV0", "2.4-IV1", "2.4", "2.5-IV0", "2.5",
+     "2.6-IV0", "2.6", "2.7-IV0", "2.7-IV1", "2.7-IV2", "2.7", "2.8-IV0", "2.8-IV1", "2.8"])
+
 COLLISION_WARNING = ("WARNING: Due to limitations in metric names, topics with a period ('.') or underscore ('_') "
                      "could collide. To avoid issues it is best to use either, but not both.")
+
+
+def message_format_problem(version: str) -> str | None:
+    """Why a (log.)message.format.version is refused, or None: Kafka's ApiVersion.apply reads
+    "2.8.1" as "2.8" and "0.10.2.1" as "0.10.2"; odradek stores message format v2 only, so a
+    version before 0.11.0 (magic 0 or 1) is refused too (old clients' messages are converted)."""
+    key = ".".join(version.split(".")[:3 if version.startswith("0.") else 2])
+    if key not in _API_VERSIONS:
+        return f"Version `{version}` is not a valid version"
+    if key.startswith(("0.8", "0.9", "0.10")):
+        return ("odradek stores only message format v2 (0.11.0 and later); old clients' messages are "
+                "converted on produce and fetch")
+    return None
 
 
 def validate_topic_name(topic: str) -> None:
@@ -165,6 +187,8 @@ def validate_topic_config(config: Mapping[str, str]) -> None:
             if not (value == "*" or all(re.fullmatch(r"([0-9]+:[0-9]+)?", v) for v in items)):
                 raise _bad(name, value, f"{name} must be the literal '*' or a list of replicas in the following "
                            "format: [partitionId]:[brokerId],[partitionId]:[brokerId],...")
+        elif name == "message.format.version" and message_format_problem(value):
+            raise _bad(name, value, str(message_format_problem(value)))
         elif kind == "string" and valid and value not in valid:
             raise _bad(name, value, f"String must be one of: {', '.join(valid)}")
         if number is not None and minimum is not None and number < minimum:

@@ -8,7 +8,11 @@ first non-empty partition. Fewer than min_bytes available → the request waits 
 the fetch purgatory (woken by appends / HW moves / role changes) up to max_wait_ms.
 Fetch sessions are not kept: v7+ answers session_id 0 (sessionless full fetches);
 a request naming a session gets FETCH_SESSION_ID_NOT_FOUND. v0-3 cannot carry
-magic-2 data: a partition with data answers UNSUPPORTED_FOR_MESSAGE_FORMAT.
+magic-2 data: what was read is down-converted (``protocol/legacy_records.down_convert``, as
+Kafka's LazyDownConversionRecords: v0-1 get magic 0, v2-3 magic 1, offsets kept, control
+batches dropped, at least the first batch, then whole messages within the bytes read), unless
+the topic's ``message.downconversion.enable`` is false: UNSUPPORTED_VERSION for a consumer, as
+Kafka. A batch that cannot be down-converted (zstd) first: UNSUPPORTED_COMPRESSION_TYPE.
 With an authorizer (KafkaApis.handleFetchRequest): a follower (replica id >= 0) needs
 ClusterAction on the Cluster, else every partition answers TOPIC_AUTHORIZATION_FAILED (Kafka
 2.8's code) and its fetch state is not recorded; a consumer needs Read on each topic, else that
@@ -17,9 +21,11 @@ topic's partitions answer TOPIC_AUTHORIZATION_FAILED and are not read.
 from __future__ import annotations
 
 from odradek.protocol.apis import fetch as API
-from odradek.protocol.errors import ErrorCode
+from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.legacy_records import down_convert
 
 from ..replication.delayed import FetchParams, FetchPartition
+from ..replication.replica_manager import fetch_error
 from .authz import CLUSTER, CLUSTER_ACTION, READ, TOPIC, authorize, denied
 from .context import BrokerContext, RequestContext, respond_when
 
@@ -57,7 +63,9 @@ def handle(ctx: BrokerContext, rc: RequestContext, req):
             records = r["records"]
             code = r["error_code"]
             if version < 4 and records:
-                code, records = int(ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT), b""
+                code, records = _down_converted(ctx, req.replica_id, fp, records, 0 if version < 2 else 1)
+                if code:
+                    r = fetch_error(code)
             parts.append({"partition": fp.partition, "error_code": code,
                           "high_watermark": r["high_watermark"],
                           "last_stable_offset": r["last_stable_offset"],
@@ -70,6 +78,18 @@ def handle(ctx: BrokerContext, rc: RequestContext, req):
     if refused and not params.partitions:
         return build([])
     return respond_when(ctx.replica_manager.fetch_messages(params), build)
+
+
+def _down_converted(ctx: BrokerContext, replica_id: int, fp: FetchPartition, records: bytes,
+                    magic: int) -> tuple[int, bytes]:
+    """(error code, records as a message set of ``magic``) for a Fetch v0-3."""
+    config = ctx.replica_manager.log_config(fp.topic)
+    if replica_id < 0 and config is not None and not config["message.downconversion.enable"]:
+        return int(ErrorCode.UNSUPPORTED_VERSION), b""
+    try:
+        return 0, down_convert(records, magic, fp.fetch_offset, len(records))
+    except KafkaError as e:
+        return int(e.code), b""
 
 
 def _refused_topics(ctx: BrokerContext, rc: RequestContext, req) -> set[str]:

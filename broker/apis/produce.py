@@ -1,9 +1,10 @@
 """Produce (key 0, v0-9): append each partition's record batch on its leader.
 
 Invariant: the records stay opaque (the log validates batch headers and CRCs and
-appends them as received, or leaves the partition untouched on error). v0-2
-(magic 0/1 message sets) get UNSUPPORTED_FOR_MESSAGE_FORMAT; v3+ must carry exactly
-one batch per partition. acks=0 gets no response at all (but an error closes the
+appends them as received, or leaves the partition untouched on error). v0-2 may carry
+magic 0/1 message sets (the log converts them to one magic-2 batch) or magic 2 (Kafka's
+ProduceRequest.validateRecords constrains only v3+); v3+ must carry exactly one magic-2
+batch per partition (else INVALID_RECORD). acks=0 gets no response at all (but an error closes the
 connection, as Kafka does); acks=-1 waits for the HW in the produce purgatory.
 Clients cannot write to internal topics (INVALID_TOPIC_EXCEPTION; the group coordinator
 appends through the replica manager directly). What a batch must be (one per partition,
@@ -29,12 +30,13 @@ from .context import BrokerContext, CloseConnection, RequestContext, respond_whe
 MIN_VERSION = 0
 MAX_VERSION = 9
 PRODUCER_ID_AT = 43   # the producerId's first byte in a v2 batch header
+MAGIC_AT = 16         # the magic byte of a batch (and of a magic 0/1 message)
 
 
 def handle(ctx: BrokerContext, rc: RequestContext, req):
     version = rc.api_version
     acks = req.acks
-    if version >= 3 and getattr(req, "transactional_id", None) is None and _has_transactional(req):
+    if getattr(req, "transactional_id", None) is None and _has_transactional(req):   # v0-2 have none
         return error_response(req, version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     if ctx.authorizer is not None:
         if _has_transactional(req):
@@ -57,9 +59,7 @@ def handle(ctx: BrokerContext, rc: RequestContext, req):
                 early[tp] = produce_error(ErrorCode.INVALID_REQUIRED_ACKS)
             elif td.name in unauthorized:
                 early[tp] = produce_error(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-            elif version < 3:
-                early[tp] = produce_error(ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT)
-            elif not records:
+            elif not records or (version >= 3 and len(records) > MAGIC_AT and records[MAGIC_AT] != MAGIC):
                 early[tp] = produce_error(ErrorCode.INVALID_RECORD)
             elif is_internal(td.name):
                 early[tp] = produce_error(ErrorCode.INVALID_TOPIC_EXCEPTION)
@@ -83,14 +83,14 @@ def handle(ctx: BrokerContext, rc: RequestContext, req):
 
 def _has_transactional(req) -> bool:
     """Whether a partition's first batch has the transactional attribute (bit 4)."""
-    return any(pd.records is not None and len(pd.records) >= HEADER_SIZE and pd.records[16] == MAGIC
+    return any(pd.records is not None and len(pd.records) >= HEADER_SIZE and pd.records[MAGIC_AT] == MAGIC
                and pd.records[22] & TRANSACTIONAL_MASK
                for td in req.topic_data for pd in td.partition_data)
 
 
 def _has_idempotent(req) -> bool:
     """Whether a partition's first batch carries a producer id (bytes 43-50 not negative)."""
-    return any(pd.records is not None and len(pd.records) >= HEADER_SIZE and pd.records[16] == MAGIC
+    return any(pd.records is not None and len(pd.records) >= HEADER_SIZE and pd.records[MAGIC_AT] == MAGIC
                and pd.records[PRODUCER_ID_AT] < 0x80
                for td in req.topic_data for pd in td.partition_data)
 

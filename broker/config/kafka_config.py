@@ -15,7 +15,8 @@ from typing import Any, Callable, Mapping, NamedTuple
 
 from .types import (  # re-exported: config users import these from here
     BOOLEAN, DOUBLE, INT, LIST, LONG, LONG_MAX, PASSWORD, REQUIRED, SHORT, STRING, ConfigError, ConfigKey,
-    _parse, _table, at_least, between, list_of, non_empty, one_of, parse_properties,
+    _parse, _table, at_least, between, list_of, message_format_version, non_empty, one_of,
+    parse_properties,
 )
 
 from .security_keys import SECURITY_KEYS
@@ -101,7 +102,7 @@ BROKER_CONFIG: dict[str, ConfigKey] = _table([
     ("log.flush.offset.checkpoint.interval.ms", INT, 60000, at_least(0), "Recovery point checkpoint interval."),
     ("log.flush.start.offset.checkpoint.interval.ms", INT, 60000, at_least(0), "Log start checkpoint interval."),
     ("log.segment.delete.delay.ms", LONG, 60000, at_least(0), "Delay before deleting a .deleted file."),
-    ("log.message.format.version", STRING, "2.8-IV1", None, "Message format version."),
+    ("log.message.format.version", STRING, "2.8-IV1", message_format_version, "Message format version."),
     ("log.message.timestamp.type", STRING, "CreateTime", one_of(*_TS_TYPES), "CreateTime or LogAppendTime."),
     ("log.message.timestamp.difference.max.ms", LONG, LONG_MAX, at_least(0), "Max CreateTime skew."),
     ("log.message.downconversion.enable", BOOLEAN, True, None, "Down-convert for old consumers."),
@@ -481,7 +482,7 @@ TOPIC_CONFIG: dict[str, ConfigKey] = _table([
     ("compression.type", STRING, "producer", one_of(*_COMPRESSION, case_insensitive=True),
      "Final compression of topic data."),
     ("preallocate", BOOLEAN, False, None, "Preallocate segment files."),
-    ("message.format.version", STRING, "2.8-IV1", None, "Message format version."),
+    ("message.format.version", STRING, "2.8-IV1", message_format_version, "Message format version."),
     ("message.timestamp.type", STRING, "CreateTime", one_of(*_TS_TYPES), "CreateTime or LogAppendTime."),
     ("message.timestamp.difference.max.ms", LONG, LONG_MAX, at_least(0), "Max CreateTime skew."),
     ("message.downconversion.enable", BOOLEAN, True, None, "Down-convert for old consumers."),

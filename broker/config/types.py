@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Iterable, NamedTuple
 
+from odradek.zk.topics import message_format_problem
+
 INT, LONG, SHORT, DOUBLE, BOOLEAN, STRING, LIST, PASSWORD = (
     "int", "long", "short", "double", "boolean", "string", "list", "password")
 _RANGES = {INT: (-2**31, 2**31 - 1), LONG: (-2**63, 2**63 - 1), SHORT: (-2**15, 2**15 - 1)}
@@ -59,6 +61,11 @@ def list_of(*options: str) -> Validator:
 
 def non_empty(v: Any) -> str | None:
     return "must not be empty" if not v else None
+
+
+def message_format_version(v: str) -> str | None:
+    """Kafka's ApiVersionValidator, and odradek's one refusal (``zk.topics.message_format_problem``)."""
+    return message_format_problem(v)
 
 
 # ---------------------------------------------------------------- parsing

@@ -45,7 +45,7 @@ from .segment import (DELETED_SUFFIX, INDEX_SUFFIX, INT32_MAX, LOG_SUFFIX, TIME_
 from .log_retention import LogRetention
 from .log_txn import TransactionalLog
 from .txn_index import TXN_INDEX_SUFFIX, write_index_file
-from .validator import LeaderChecks, validate_leader, validate_replicated
+from .validator import MAGIC_OFFSET, LeaderChecks, up_convert, validate_leader, validate_replicated
 
 logger = logging.getLogger(__name__)
 
@@ -242,7 +242,8 @@ class Log(LogRetention, TransactionalLog):
         LEO, stamp the epoch (and LogAppendTime), append. A duplicate idempotent batch is not
         appended: its original offsets come back. Control batches only from the coordinator
         (``origin``); a client's records are one batch, with a key on every record of a
-        compacted log (INVALID_RECORD)."""
+        compacted log (INVALID_RECORD); an old client's magic 0/1 message set becomes one
+        magic-2 batch first (``validator.up_convert``)."""
         config = self.config
         buf = bytearray(records)
         now = self._now_ms()
@@ -250,6 +251,8 @@ class Log(LogRetention, TransactionalLog):
         cached = self._leader_checks
         if cached[0] is not config:   # one LeaderChecks per config object, not per append
             cached = self._leader_checks = (config, LeaderChecks.of(config))
+        if len(buf) > MAGIC_OFFSET and buf[MAGIC_OFFSET] < rb.MAGIC and origin == ORIGIN_CLIENT:
+            buf = up_convert(buf, cached[1], config["compression.type"], self._name)   # Produce v0-2
         batches = validate_leader(buf, cached[1], now, origin == ORIGIN_CLIENT, self._name)
         state = self.producer_state
         markers: dict[int, tuple[bool, int]] = {}

@@ -19,9 +19,16 @@ Where odradek differs from Kafka 2.8: offset deltas of uncompressed batches are 
 more than ``DECOMPRESSION_RATIO_LIMIT`` × ``max.message.bytes`` (MESSAGE_TOO_LARGE), because
 odradek decompresses a batch whole where Kafka streams it.
 
-Errors are Kafka's: CORRUPT_MESSAGE (CRC, sizes, undecodable compressed data),
+Old clients' message sets (magic 0/1, Produce v0-2) become one magic-2 batch first
+(``up_convert``, Kafka's convertAndAssignOffsetsNonCompressed and
+validateMessagesAndAssignOffsetsCompressed): every message's CRC32, size and key/value checked
+(``protocol/legacy_records``), a compressed wrapper decompressed (within the same bound) and its
+inner messages checked, then built with the topic's ``compression.type`` ("producer": the
+wrapper's codec) and validated like any client batch; magic-2 batches never take this path.
+
+Errors are Kafka's: CORRUPT_MESSAGE (CRC, sizes, undecodable compressed data, a magic past 2),
 INVALID_RECORD (counts, record structure, producer fields, control batches from a
-client, magic other than 2 from a client, more than one batch), UNSUPPORTED_COMPRESSION_TYPE
+client, more than one batch, mixed magics in a message set), UNSUPPORTED_COMPRESSION_TYPE
 (codec 5-7), MESSAGE_TOO_LARGE (batch past ``max.message.bytes``), RECORD_LIST_TOO_LARGE
 (past ``segment.bytes``), and per-record errors (``RecordValidationError``: keys on a
 compacted topic -> INVALID_RECORD, timestamps -> INVALID_TIMESTAMP) that Produce v8 reports
@@ -31,9 +38,11 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from odradek.protocol import legacy_records as legacy
 from odradek.protocol import record_batch as rb
-from odradek.protocol.compression import CODEC_NAMES, NONE, decompress
+from odradek.protocol.compression import CODEC_NAMES, NONE, codec_id, decompress
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.records import BatchBuilder
 
 from ..config.kafka_config import LONG_MAX, LogConfig
 
@@ -78,9 +87,8 @@ def validate_leader(buf: bytes | bytearray, checks: LeaderChecks, now_ms: int, f
     """Every batch of a produce (``from_client``) or coordinator append; raises before any write."""
     if not buf:
         raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "empty records")
-    if from_client and len(buf) > MAGIC_OFFSET and buf[MAGIC_OFFSET] != rb.MAGIC:
-        raise _invalid("Produce requests with version 3 or later are only allowed to contain record batches "
-                       "with magic version 2")
+    if from_client and len(buf) > MAGIC_OFFSET and buf[MAGIC_OFFSET] > rb.MAGIC:
+        raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"Invalid magic found in record: {buf[MAGIC_OFFSET]}")
     batches = _headers(buf, checks.max_message_bytes)
     if from_client and len(batches) != 1:
         raise _invalid("a produce request carries exactly one batch per partition")
@@ -103,6 +111,44 @@ def validate_leader(buf: bytes | bytearray, checks: LeaderChecks, now_ms: int, f
         raise KafkaError(ErrorCode.RECORD_LIST_TOO_LARGE,
                          f"{len(buf)} bytes of records exceed segment.bytes {checks.segment_bytes}")
     return batches
+
+
+def up_convert(buf: bytes | bytearray, checks: LeaderChecks, compression_type: str, partition: str) -> bytearray:
+    """A client's magic 0/1 message set as the one magic-2 batch (offsets from 0) that
+    ``validate_leader`` then checks like any other; raises before anything is written."""
+    messages: list[legacy.LegacyMessage] = []
+    pos = 0
+    while pos < len(buf):
+        m, end = legacy.read_message(buf, pos)
+        if end - pos > checks.max_message_bytes:
+            raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE,
+                             f"The record batch size in the append to {partition} is {end - pos} bytes which "
+                             f"exceeds the maximum configured value of {checks.max_message_bytes}.")
+        if messages and m.magic != messages[0].magic:
+            raise _invalid(f"Batch magic {m.magic} is not the same as the first batch's magic byte "
+                           f"{messages[0].magic} in topic partition {partition}.")
+        messages.append(m)
+        pos = end
+    source = max(m.compression for m in messages)
+    if source != NONE:
+        if len(messages) > 1:
+            raise _invalid("Compressed outer record has more than one batch")
+        messages = legacy.inner_messages(messages[0], DECOMPRESSION_RATIO_LIMIT * checks.max_message_bytes)
+        for i, m in enumerate(messages):
+            if m.magic > 0 and m.offset != i:
+                raise _invalid(f"Inner record offset {m.offset} inside the compressed record batch does not have "
+                               f"incremental offsets, expected offset is {i} in topic partition {partition}.")
+    if any(m.log_append_time for m in messages):
+        raise RecordValidationError(
+            ErrorCode.INVALID_TIMESTAMP, "One or more records have been rejected due to invalid timestamp",
+            [(i, "Invalid timestamp type in message: a producer may not set LogAppendTime.")
+             for i, m in enumerate(messages) if m.log_append_time])
+    named = compression_type.lower()
+    target = source if named == "producer" else codec_id("none" if named == "uncompressed" else named)
+    builder = BatchBuilder(compression=target)
+    for m in messages:
+        builder.append(m.timestamp, m.key, m.value)
+    return bytearray(builder.build())
 
 
 def validate_replicated(buf: bytes | bytearray, partition: str) -> Positioned:

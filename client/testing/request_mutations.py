@@ -21,13 +21,17 @@ import copy
 import random
 import struct
 import time
+import zlib
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Callable, Sequence
 
 from odradek.protocol import apis as protocol_apis
 from odradek.protocol.errors import KafkaError
+from odradek.protocol.compression import GZIP, NONE
 from odradek.protocol.header import encode_request
+from odradek.protocol.legacy_records import MAGIC_AT as LEGACY_MAGIC_AT
+from odradek.protocol.legacy_records import build_set
 from odradek.protocol.primitives import ZERO_UUID
 from odradek.protocol.record_batch import CRC_START, LOG_OVERHEAD, compute_crc
 from odradek.protocol.records import BatchBuilder
@@ -51,6 +55,12 @@ class BaseRequest:
     @property
     def name(self) -> str:
         return f"{self.api.NAME} v{self.version}"
+
+
+def sample_legacy_set(magic: int) -> bytes:
+    """An old client's message set: magic 0 uncompressed, or magic 1 as one gzip wrapper."""
+    ts = int(time.time() * 1000)
+    return build_set(magic, GZIP if magic else NONE, [(0, ts, b"k", b"fuzz"), (1, ts, None, b"fuzz")])
 
 
 def sample_batch(value: bytes = b"fuzz") -> bytes:
@@ -151,6 +161,12 @@ def base_requests(served: dict[int, tuple[int, int]], topic: str, group: str = "
                 for acks in (0, -1):
                     bodies.append({**bodies[0], "acks": acks})
             for body in bodies:
+                out.append(BaseRequest(api, version, encode_request(api, version, cid, "fuzz", body), body))
+                cid += 1
+        if key == PRODUCE_KEY:   # old clients' message sets: magic 0 in v1, a magic-1 gzip wrapper in v2
+            for version in (v for v in (1, 2) if lo <= v <= hi):
+                body = sample_body(api, version, topic, group, absent_topic)
+                body["topic_data"][0]["partition_data"][0]["records"] = sample_legacy_set(version - 1)
                 out.append(BaseRequest(api, version, encode_request(api, version, cid, "fuzz", body), body))
                 cid += 1
     return out
@@ -265,7 +281,8 @@ def field_value(base: BaseRequest, rng: random.Random) -> bytes | None:
 def batch_value(base: BaseRequest, rng: random.Random) -> bytes | None:
     """A Produce request whose record batch is mutated past its header fields (bits flipped,
     cut, a field made huge, bytes appended) with the CRC made valid again, so the broker's
-    batch validation, not the CRC, has to refuse it."""
+    batch validation, not the CRC, has to refuse it (for a magic 0/1 set: past the first
+    message's magic, its CRC32 made valid over the rest)."""
     body = copy.deepcopy(base.body)
     try:
         partition = body["topic_data"][0]["partition_data"][0]
@@ -274,12 +291,16 @@ def batch_value(base: BaseRequest, rng: random.Random) -> bytes | None:
     batch = bytes(partition["records"] or b"")
     if len(batch) <= CRC_START:
         return None
+    legacy = batch[LEGACY_MAGIC_AT] < 2
+    start = LEGACY_MAGIC_AT + 1 if legacy else CRC_START
     name = rng.choice(("flip_bits", "truncate", "huge_length", "append_random", "splice"))
-    head, tail = batch[:CRC_START], MUTATIONS[name](batch[CRC_START:], rng)
+    head, tail = batch[:start], MUTATIONS[name](batch[start:], rng)
     out = bytearray(head + tail)
     if rng.random() < 0.5 and len(out) >= LOG_OVERHEAD:   # the batch length agreeing with the bytes, or not
         struct.pack_into(">i", out, 8, len(out) - LOG_OVERHEAD)
-    if len(out) > CRC_START:
+    if legacy:
+        struct.pack_into(">I", out, 12, zlib.crc32(out[LEGACY_MAGIC_AT:]))
+    elif len(out) > CRC_START:
         struct.pack_into(">I", out, 17, compute_crc(out, 0, len(out)))
     partition["records"] = bytes(out)
     try:

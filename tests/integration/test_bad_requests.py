@@ -23,12 +23,17 @@ from odradek.protocol.apis import (
     delete_topics,
     describe_user_scram_credentials,
     find_coordinator,
+    list_offsets,
     metadata,
     offset_commit,
     offset_fetch,
+    produce,
 )
+from odradek.protocol.compression import GZIP, LZ4, NONE
 from odradek.protocol.connection import FrameReader
+from odradek.protocol.errors import ErrorCode
 from odradek.protocol.header import decode_response, encode_request
+from odradek.protocol.legacy_records import build_set, encode_message
 from odradek.testing import wait_until
 
 pytestmark = pytest.mark.integration
@@ -332,4 +337,51 @@ def test_malformed_frames_close_that_connection_with_one_log_line(broker, what, 
         f.seek(size_before)
         lines = [ln for ln in f.read().decode(errors="replace").splitlines() if "closing connection" in ln]
     assert len(lines) == 1, lines
+    assert_still_serving(broker)
+
+
+# ---------------------------------------------------------------- old clients' message sets (magic 0/1)
+
+def _legacy_cases() -> list[tuple[str, int, bytes, int]]:
+    good = build_set(1, NONE, [(0, int(time.time() * 1000), b"k", b"v")] * 2)
+    return [
+        ("bad CRC", 2, good[:-1] + b"w", ErrorCode.CORRUPT_MESSAGE),
+        ("truncated message", 2, good[:-4], ErrorCode.CORRUPT_MESSAGE),
+        ("bad gzip payload", 2, encode_message(0, 1, GZIP, 0, None, b"\x1f\x8b not really"),
+         ErrorCode.CORRUPT_MESSAGE),
+        ("bad magic-0 lz4 payload", 1, encode_message(0, 0, LZ4, -1, None, b"\x04\x22\x4d\x18" + b"\x00" * 9),
+         ErrorCode.CORRUPT_MESSAGE),
+        ("null wrapper value", 0, encode_message(0, 0, GZIP, -1, None, None), ErrorCode.INVALID_RECORD),
+        ("magic 1 in Produce v3", 3, good, ErrorCode.INVALID_RECORD),
+    ]
+
+
+LEGACY_TOPIC = "legacy-bad"
+
+
+@pytest.mark.parametrize("what, version, records, code", _legacy_cases(), ids=[c[0] for c in _legacy_cases()])
+def test_bad_legacy_message_sets_get_kafkas_codes_and_append_nothing(broker, what, version, records, code):
+    c = RawClient(broker.broker_address(1))
+    try:
+        if create_topic(c, LEGACY_TOPIC).error_code == 0:
+            leader_ready(c, LEGACY_TOPIC)
+
+        def leo() -> int:
+            body = {"replica_id": -1, "topics": [{"name": LEGACY_TOPIC, "partitions": [
+                {"partition_index": 0, "timestamp": -1, "max_num_offsets": 1}]}]}
+            return c.request(list_offsets, 1, body).topics[0].partitions[0].offset
+
+        def produce_legacy(v: int, data: bytes):
+            body = {"acks": -1, "timeout_ms": 10000, "topic_data": [
+                {"name": LEGACY_TOPIC, "partition_data": [{"index": 0, "records": data}]}]}
+            return c.request(produce, v, body).responses[0].partition_responses[0]
+
+        before = leo()
+        r = produce_legacy(version, records)
+        assert (r.error_code, r.base_offset) == (code, -1), what
+        assert leo() == before
+        r = produce_legacy(1, build_set(0, NONE, [(0, -1, b"k", b"v")]))   # a good one right after
+        assert (r.error_code, r.base_offset) == (0, before)
+    finally:
+        c.close()
     assert_still_serving(broker)

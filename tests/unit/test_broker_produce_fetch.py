@@ -4,7 +4,9 @@ from __future__ import annotations
 import pytest
 
 from odradek.broker.apis import fetch, list_offsets, produce
+from odradek.protocol.compression import NONE
 from odradek.protocol.errors import ErrorCode
+from odradek.protocol.legacy_records import build_set
 from odradek.protocol.records import iter_records
 
 from broker_fixtures import Broker, batch, call, fetch_body, produce_body
@@ -51,8 +53,8 @@ def test_produce_errors_per_partition(broker):
         ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     assert _part(call(broker, produce, 8, produce_body("t", batch(), acks=2))).error_code == \
         ErrorCode.INVALID_REQUIRED_ACKS
-    assert _part(call(broker, produce, 2, produce_body("t", batch()))).error_code == \
-        ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT
+    legacy = build_set(1, NONE, [(0, -1, b"k", b"v")])   # magic 1 is for Produce v0-2 only
+    assert _part(call(broker, produce, 3, produce_body("t", legacy))).error_code == ErrorCode.INVALID_RECORD
     assert _part(call(broker, produce, 8, produce_body("t", batch() + batch()))).error_code == \
         ErrorCode.INVALID_RECORD
     assert _part(call(broker, produce, 8, produce_body("t", None))).error_code == ErrorCode.INVALID_RECORD
