@@ -86,8 +86,12 @@ BROKER_CONFIG: dict[str, ConfigKey] = _table([
     ("sasl.mechanism.inter.broker.protocol", STRING, "GSSAPI", None, "SASL mechanism between brokers."),
     ("sasl.jaas.config", PASSWORD, None, None, "JAAS login context, in the properties file."),
     ("connections.max.reauth.ms", LONG, 0, at_least(0), "Re-authentication interval (0: none)."),
-    ("connection.failed.authentication.delay.ms", INT, 100, at_least(0),
-     "How long a connection that failed to authenticate stays open (unread) before it is closed."),
+    ("connection.failed.authentication.delay.ms", INT, 100, at_least(0), "How long a failed login waits to be closed."),
+    ("delegation.token.secret.key", PASSWORD, None, None, "Signs delegation tokens; unset or empty: tokens disabled."),
+    ("delegation.token.master.key", PASSWORD, None, None, "Kafka 2.8's deprecated alias of delegation.token.secret.key."),
+    ("delegation.token.max.lifetime.ms", LONG, 604800000, at_least(1), "Max lifetime of a delegation token."),
+    ("delegation.token.expiry.time.ms", LONG, 86400000, at_least(1), "A token's default renew period."),
+    ("delegation.token.expiry.check.interval.ms", LONG, 3600000, at_least(1), "How often expired tokens are removed."),
     # --- authorization
     ("authorizer.class.name", STRING, "", one_of("", *AUTHORIZERS),
      "kafka.security.authorizer.AclAuthorizer turns on ACLs (the only authorizer built here)."),
@@ -132,8 +136,7 @@ BROKER_CONFIG: dict[str, ConfigKey] = _table([
     ("log.message.downconversion.enable", BOOLEAN, True, None, "Down-convert for old consumers."),
     ("num.recovery.threads.per.data.dir", INT, 1, at_least(1), "Threads for log recovery."),
     ("message.max.bytes", INT, 1048588, at_least(0), "Max record batch size."),
-    ("compression.type", STRING, "producer", one_of(*_COMPRESSION, case_insensitive=True),
-     "Final compression of topic data."),
+    ("compression.type", STRING, "producer", one_of(*_COMPRESSION, case_insensitive=True), "Final topic compression."),
     ("auto.create.topics.enable", BOOLEAN, True, None, "Create topics on metadata requests."),
     ("delete.topic.enable", BOOLEAN, True, None, "Allow topic deletion."),
     ("default.replication.factor", INT, 1, at_least(1), "Replication factor of auto-created topics."),
@@ -577,7 +580,6 @@ class LogConfig(_TypedValues):
 
     def __getitem__(self, name: str) -> Any:
         return self._values[name]
-
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, LogConfig) and self._values == other._values
