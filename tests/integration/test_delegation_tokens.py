@@ -266,3 +266,14 @@ def test_describe_shows_each_principal_what_kafka_shows_and_the_cli_prints_kafka
                                  "Specified Principal is not valid Owner/Renewer."
     usage = odradek("delegation-tokens", "--bootstrap-server", "x:1", "--command-config", "x", "--create")
     assert usage.returncode == 1 and "max-life-time-period" in usage.stderr
+
+
+def test_a_restarted_broker_loads_every_token_from_zookeeper(cluster):
+    """Last in the module: it restarts broker 2. Tokens are in ZooKeeper, not in a broker's memory."""
+    token = create(cluster, "alice")
+    cluster.kill_broker(2)
+    cluster.start_broker(2)
+    wait_until(lambda: logs_in(token_config(cluster, token), cluster.sasl_ports[2]), 30,
+               "the restarted broker accepts the token")
+    with admin(cluster, "alice") as a:
+        assert token in a.describe_delegation_token(["User:alice"])
