@@ -176,6 +176,9 @@ class KafkaServer:
         await self.config_changes.start()
         from .security.authorizer import start_authorizer   # ACLs loaded before any request is served
         self.ctx.authorizer = await start_authorizer(cfg, self.zk, self._in_thread, self.reactor)
+        from .security.delegation_tokens import DelegationTokenManager   # tokens loaded before any login
+        self.ctx.tokens = DelegationTokenManager(cfg, self.zk, self._in_thread, self.reactor)
+        await self.ctx.tokens.start()
         self._watch_controller_epoch(controller_view)
         self._bind_listeners(RequestHandler(self.ctx))
         self._register_reconfigurables()
@@ -291,6 +294,7 @@ class KafkaServer:
         from twisted.internet.error import CannotListenError
 
         cfg = self.config
+        tokens = self.ctx.tokens if self.ctx is not None else None
         max_bytes = int(cfg["socket.request.max.bytes"])
         quotas = ConnectionQuotas(cfg["max.connections"], cfg["max.connections.per.ip"],
                                   cfg.max_connections_per_ip_overrides, cfg.listener_max_connections,
@@ -299,7 +303,8 @@ class KafkaServer:
             security = self.listener_security[ep.listener_name]
             factory = KafkaServerFactory(handler, ep.listener_name, max_bytes, self.reactor, quotas,
                                          int(cfg["connections.max.idle.ms"]), security, self._scram_credential,
-                                         int(cfg["connection.failed.authentication.delay.ms"]))
+                                         int(cfg["connection.failed.authentication.delay.ms"]),
+                                         tokens.scram_login if tokens is not None else None)
             factory.noisy = False
             try:
                 if security.tls_context is not None:
@@ -314,15 +319,14 @@ class KafkaServer:
             self.bound[ep.listener_name] = (ep.host, port.getHost().port)
 
     def _register_reconfigurables(self) -> None:
-        """The parts that take dynamic broker configs live; brought at once (before any connection is
-        accepted) to the dynamic configs ZooKeeper already held when the listeners were built."""
+        """The parts that take dynamic broker configs live, brought at once (no connection accepted yet)
+        to the dynamic configs ZooKeeper held when the listeners were built."""
         from .reconfigurables import CleanerBackoff, ConnectionLimits, ListenerKeystores, reconfigure
         contexts = {name: s.tls_context for name, s in self.listener_security.items() if s.tls_context is not None}
-        factory = next(iter(self.factories.values()))
         ctx = self.ctx
         assert ctx is not None
-        ctx.reconfigurables = [ListenerKeystores(contexts), ConnectionLimits(factory.quotas),
-                               CleanerBackoff(self.cleaner)]
+        quotas = next(iter(self.factories.values())).quotas
+        ctx.reconfigurables = [ListenerKeystores(contexts), ConnectionLimits(quotas), CleanerBackoff(self.cleaner)]
         try:
             reconfigure(ctx.reconfigurables, self.config, ctx.config)
         except ConfigError as e:
@@ -394,6 +398,11 @@ class KafkaServer:
                     lm.checkpoint_recovery_points)
         self._every(cfg["log.flush.start.offset.checkpoint.interval.ms"], "log start offset checkpoint",
                     lm.checkpoint_log_start_offsets)
+        ctx = self.ctx
+        tokens = ctx.tokens if ctx is not None else None
+        if ctx is not None and tokens is not None and tokens.enabled:   # Kafka's controller removes expired tokens
+            self._every(cfg["delegation.token.expiry.check.interval.ms"], "delegation token expiry",
+                        lambda: tokens.expire_tokens() if ctx.is_controller else None)
 
     def _every(self, interval_ms: int, name: str, fn) -> None:
         if not interval_ms or interval_ms <= 0 or interval_ms >= 2**62:
@@ -418,6 +427,8 @@ class KafkaServer:
         log.info("shutting down broker %d", self.broker_id)
         if self.config_changes is not None:
             self.config_changes.stop()
+        if self.ctx is not None and self.ctx.tokens is not None:
+            self.ctx.tokens.stop()
         if self.controller is not None and self.config["controlled.shutdown.enable"]:
             try:
                 await self._controlled_shutdown()

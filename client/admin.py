@@ -467,6 +467,33 @@ class AdminClient(PartitionAdmin):
         with self._lock:
             return self._acl_admin().delete(list(acl_filters))
 
+    # -- delegation tokens (client/token_admin.py) ------------------------------------------
+
+    def _token_admin(self) -> Any:
+        from .token_admin import TokenAdmin
+        return TokenAdmin(self._cluster, self._pool, self.config["request.timeout.ms"] / 1000.0,
+                          self.config["retry.backoff.ms"] / 1000.0)
+
+    def create_delegation_token(self, renewers: Iterable[str] = (), max_lifetime_ms: int = -1) -> Any:
+        """A ``DelegationToken`` owned by this client's principal (renewers as ``User:name``)."""
+        with self._lock:
+            return self._token_admin().create(renewers, max_lifetime_ms)
+
+    def renew_delegation_token(self, hmac: bytes, renew_time_period_ms: int = -1) -> int:
+        """The token's new expiry timestamp (ms)."""
+        with self._lock:
+            return self._token_admin().renew(hmac, renew_time_period_ms)
+
+    def expire_delegation_token(self, hmac: bytes, expiry_time_period_ms: int = -1) -> int:
+        """The token's new expiry timestamp (ms); a negative period expires it at once."""
+        with self._lock:
+            return self._token_admin().expire(hmac, expiry_time_period_ms)
+
+    def describe_delegation_token(self, owners: Iterable[str] | None = None) -> list[Any]:
+        """The ``DelegationToken``s this principal may see, of ``owners`` (None: every owner)."""
+        with self._lock:
+            return self._token_admin().describe(owners)
+
     def close(self) -> None:
         with self._lock:
             self._pool.close()

@@ -145,7 +145,8 @@ class BrokerConnection:
     def _authenticate(self, security: ClientSecurity) -> None:
         """SASL right after ApiVersions; a refusal closes the connection and raises."""
         assert security.sasl_mechanism and security.username and security.password
-        steps = exchange(SaslClient(security.sasl_mechanism, security.username, security.password))
+        steps = exchange(SaslClient(security.sasl_mechanism, security.username, security.password,
+                                    security.token_auth))
         resp = None
         try:
             while True:

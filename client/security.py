@@ -7,7 +7,8 @@ standard library's ``ssl`` (OpenSSL): the broker's certificate is checked agains
 truststore (the system's CAs when none is given) and, unless
 ``ssl.endpoint.identification.algorithm`` is empty, against the host name. SASL credentials come
 from ``sasl.username``/``sasl.password`` or a ``sasl.jaas.config`` login module's
-``username``/``password`` options.
+``username``/``password`` options; ``tokenauth="true"`` there makes it a delegation-token login
+(Kafka's ScramLoginModule option: the token id and its base64 HMAC as username and password).
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ class ClientSecurity:
     sasl_mechanism: str | None = None
     username: str | None = None
     password: str | None = None
+    token_auth: bool = False       # a delegation token: username = token id, password = HMAC
 
     @classmethod
     def from_config(cls, cfg: ClientConfig) -> "ClientSecurity":
@@ -38,16 +40,21 @@ class ClientSecurity:
         if mechanism not in MECHANISMS:
             raise ConfigError(f"sasl.mechanism must be one of {', '.join(MECHANISMS)}, got {mechanism!r}")
         username, password = cfg["sasl.username"], cfg["sasl.password"]
+        token_auth = False
         if cfg["sasl.jaas.config"]:
             try:
                 options = parse_jaas_config(cfg["sasl.jaas.config"]).options
             except JaasError as e:
                 raise ConfigError(str(e)) from None
             username, password = options.get("username", username), options.get("password", password)
+            token_auth = str(options.get("tokenauth", "false")).lower() == "true"
+            if token_auth and mechanism == "PLAIN":
+                raise ConfigError("tokenauth=\"true\" (a delegation token) needs sasl.mechanism SCRAM-SHA-256 "
+                                  "or SCRAM-SHA-512")
         if not username or not password:
             raise ConfigError(f"security.protocol={protocol} needs sasl.username and sasl.password "
                               f"(or a sasl.jaas.config with username and password)")
-        return cls(protocol, tls, mechanism, username, password)
+        return cls(protocol, tls, mechanism, username, password, token_auth)
 
     def wrap(self, sock: socket.socket, host: str) -> socket.socket:
         """The socket to speak Kafka on: ``sock`` itself, or TLS over it (handshake done)."""

@@ -45,12 +45,18 @@ def exchange(client: "SaslClient") -> Generator[tuple[ModuleType, int, dict[str,
 
 
 class SaslClient:
-    def __init__(self, mechanism: str, username: str, password: str):
+    """``token_auth``: a SCRAM login with a delegation token (username = token id, password = the
+    base64 HMAC), announced by Kafka's ``tokenauth=true`` SCRAM extension."""
+
+    def __init__(self, mechanism: str, username: str, password: str, token_auth: bool = False):
         if mechanism not in MECHANISMS:
             raise ValueError(f"unsupported SASL mechanism {mechanism!r} (supported: {', '.join(MECHANISMS)})")
+        if token_auth and mechanism == "PLAIN":
+            raise ValueError("a delegation token logs in with SCRAM-SHA-256 or SCRAM-SHA-512, not PLAIN")
         self.mechanism = mechanism
         self._username, self._password = username, password
-        self._scram = ScramClient(mechanism, username, password) if mechanism != "PLAIN" else None
+        extensions = {"tokenauth": "true"} if token_auth else None
+        self._scram = ScramClient(mechanism, username, password, extensions) if mechanism != "PLAIN" else None
 
     def first_token(self) -> bytes:
         if self._scram is None:

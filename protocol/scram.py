@@ -4,8 +4,9 @@ Invariant: the cryptography is the standard library's (``hashlib.pbkdf2_hmac``, 
 ``secrets``); this module only arranges the RFC's messages. A ``ScramCredential`` holds what a
 server may keep (salt, stored key, server key, iterations), never the password, and its string
 form is Kafka's ``/config/users/<user>`` value (``salt=...,stored_key=...,server_key=...,
-iterations=...``, base64). ``ScramServer`` and ``ScramClient`` are two-round state machines:
-each ``step`` takes the peer's message and returns the next one, raising ``ScramError`` on any
+iterations=...``, base64). ``ScramServer`` and ``ScramClient`` are two-round state machines
+(the client-first message may carry Kafka's SCRAM extensions, ``tokenauth=true`` for a
+delegation token): each ``step`` takes the peer's message and returns the next one, raising ``ScramError`` on any
 malformed message, nonce mismatch or failed proof; a server that raised has authenticated
 nobody.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import re
 import secrets
 from dataclasses import dataclass
 from typing import Callable
@@ -124,15 +126,43 @@ def _utf8(data: bytes) -> str:
         raise ScramError("SCRAM message is not UTF-8") from None
 
 
-def client_first_username(message: bytes) -> str:
-    """The user a client-first message names (so a server can fetch its credential first)."""
+@dataclass(frozen=True)
+class ClientFirst:
+    """A parsed client-first message: ``gs2-header n=<user>,r=<nonce>[,<key>=<value>]*``, the
+    trailing pairs being Kafka's SCRAM extensions (``tokenauth=true`` for a delegation token)."""
+    gs2_header: str
+    authzid: str
+    username: str
+    nonce: str
+    bare: str
+    extensions: dict[str, str]
+
+    @property
+    def token_auth(self) -> bool:
+        return self.extensions.get("tokenauth", "").lower() == "true"
+
+
+_EXTENSION_KEY = re.compile(r"[A-Za-z]+")
+
+
+def parse_client_first(message: bytes) -> ClientFirst:
     parts = _utf8(message).split(",", 2)
-    if len(parts) != 3:
-        raise ScramError("invalid SCRAM client-first message")
-    name = _attributes(parts[2]).get("n")
-    if not name:
+    if len(parts) != 3 or parts[0] not in ("n", "y") or (parts[1] and not parts[1].startswith("a=")):
+        raise ScramError("invalid SCRAM client-first message (channel binding is not supported)")
+    bare = parts[2]
+    fields = bare.split(",")
+    if len(fields) < 2 or not fields[0].startswith("n=") or not fields[1].startswith("r=") or len(fields[1]) < 3:
+        raise ScramError("SCRAM client-first message lacks the user name or nonce")
+    extensions: dict[str, str] = {}
+    for field in fields[2:]:
+        key, sep, value = field.partition("=")
+        if not sep or not _EXTENSION_KEY.fullmatch(key):
+            raise ScramError(f"malformed SCRAM extension {field[:20]!r}")
+        extensions[key] = value
+    username = _decode_saslname(fields[0][2:])
+    if not username:
         raise ScramError("SCRAM client-first message lacks the user name")
-    return _decode_saslname(name)
+    return ClientFirst(f"{parts[0]},{parts[1]},", parts[1][2:], username, fields[1][2:], bare, extensions)
 
 
 class ScramServer:
@@ -155,31 +185,24 @@ class ScramServer:
 
     def step(self, message: bytes) -> bytes:
         if self._state == "first":
-            return self._first(_utf8(message))
+            return self._first(message)
         if self._state == "final":
             return self._final(_utf8(message))
         raise ScramError("SCRAM exchange already finished")
 
-    def _first(self, text: str) -> bytes:
+    def _first(self, message: bytes) -> bytes:
         self._state = "failed"
-        parts = text.split(",", 2)
-        if len(parts) != 3 or parts[0] not in ("n", "y") or (parts[1] and not parts[1].startswith("a=")):
-            raise ScramError("invalid SCRAM client-first message (channel binding is not supported)")
-        self._gs2_header = f"{parts[0]},{parts[1]},"
-        bare = parts[2]
-        attrs = _attributes(bare)
-        if "n" not in attrs or "r" not in attrs or not attrs["r"]:
-            raise ScramError("SCRAM client-first message lacks the user name or nonce")
-        username = _decode_saslname(attrs["n"])
-        authzid = parts[1][2:]
-        if authzid and _decode_saslname(authzid) != username:
+        first = parse_client_first(message)
+        self._gs2_header = first.gs2_header
+        username = first.username
+        if first.authzid and _decode_saslname(first.authzid) != username:
             raise ScramError("authorization id differs from the user name")
         credential = self._lookup(username)
         if credential is None:
             raise ScramError("Authentication failed: Invalid user credentials")
         self.username, self._credential = username, credential
-        self._nonce = attrs["r"] + secrets.token_urlsafe(24)
-        self._client_first_bare = bare
+        self._nonce = first.nonce + secrets.token_urlsafe(24)
+        self._client_first_bare = first.bare
         self._server_first = f"r={self._nonce},s={_b64(credential.salt)},i={credential.iterations}"
         self._state = "final"
         return self._server_first.encode("utf-8")
@@ -213,12 +236,13 @@ class ScramClient:
     """The client's side: ``first()`` -> client-first, ``step(server_first)`` -> client-final,
     ``step(server_final)`` -> b"" once the server's signature checks out."""
 
-    def __init__(self, mechanism: str, username: str, password: str):
+    def __init__(self, mechanism: str, username: str, password: str, extensions: dict[str, str] | None = None):
         self._hash = _hash_name(mechanism)
         self.mechanism = mechanism
         self._password = password
         self._cnonce = secrets.token_urlsafe(24)
-        self._client_first_bare = f"n={_encode_saslname(username)},r={self._cnonce}"
+        ext = "".join(f",{k}={v}" for k, v in (extensions or {}).items())
+        self._client_first_bare = f"n={_encode_saslname(username)},r={self._cnonce}{ext}"
         self._state = "first"
         self._server_signature = b""
         self.complete = False

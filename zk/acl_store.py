@@ -12,7 +12,6 @@ ZkNodeChangeNotificationListener).
 from __future__ import annotations
 
 import logging
-import time
 from typing import Callable, Iterable
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
@@ -25,13 +24,14 @@ from odradek.protocol.acl import (
     PatternType,
     ResourcePattern,
 )
+from odradek.zk import notifications
 from odradek.zk import znodes as zn
+from odradek.zk.notifications import sequenced  # noqa: F401  (re-exported for acl_sync)
 
 log = logging.getLogger(__name__)
 
 SPECIFIC_PATTERN_TYPES = (PatternType.LITERAL, PatternType.PREFIXED)
 CHANGE_ZNODES = (zn.AclChangeNotificationZNode, zn.ExtendedAclChangeNotificationZNode)
-CHANGE_EXPIRATION_MS = 15 * 60 * 1000
 Entries = frozenset[AccessControlEntry]
 
 
@@ -144,33 +144,15 @@ class ZkAclStore:
 
     def read_change(self, change, name: str) -> tuple[ResourcePattern | None, int]:
         """(the announced pattern or None if gone/unreadable, the notification's ctime in ms)."""
-        try:
-            data, stat = self.kazoo.get(f"{change.path}/{name}")
-        except NoNodeError:
+        data, ctime = notifications.read(self.kazoo, change, name)
+        if data is None:
             return None, 0
         try:
-            return change.decode(data), stat.ctime
+            return change.decode(data), ctime
         except (ValueError, KeyError, TypeError) as exc:
             log.warning("ignoring unreadable ACL change notification %s/%s: %s", change.path, name, exc)
-            return None, stat.ctime
+            return None, ctime
 
     def purge_change(self, change, name: str, ctime_ms: int, now_ms: float | None = None) -> None:
         """Delete a notification older than 15 minutes (every reader does; one wins)."""
-        now_ms = time.time() * 1000 if now_ms is None else now_ms
-        if ctime_ms and now_ms - ctime_ms > CHANGE_EXPIRATION_MS:
-            try:
-                self.kazoo.delete(f"{change.path}/{name}")
-            except NoNodeError:
-                pass
-
-
-def sequenced(change, names: Iterable[str]) -> list[tuple[int, str]]:
-    """[(sequence, child name)] of a change path's children, oldest first (others ignored)."""
-    out = []
-    for name in names:
-        if name.startswith(change.prefix):
-            try:
-                out.append((int(name[len(change.prefix):]), name))
-            except ValueError:
-                continue
-    return sorted(out)
+        notifications.purge_expired(self.kazoo, change, name, ctime_ms, now_ms)

@@ -29,6 +29,7 @@ HANDLER_MODULES: tuple[str, ...] = (
     "describe_cluster", "describe_configs", "elect_leaders", "alter_configs", "incremental_alter_configs",
     "describe_log_dirs", "alter_partition_reassignments", "list_partition_reassignments",
     "delete_records",
+    "create_delegation_token", "renew_delegation_token", "expire_delegation_token", "describe_delegation_token",
 )
 
 HANDLERS: dict[int, ModuleType] = {}

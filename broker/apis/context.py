@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # the parts are built by KafkaServer; handlers only use them
 
     from ..config.kafka_config import KafkaConfig
     from ..security.authorizer import AclAuthorizer
+    from ..security.delegation_tokens import DelegationTokenManager
     from ..controller.controller import KafkaController
     from ..group import GroupCoordinator
     from ..group.service import GroupCoordinatorService
@@ -48,7 +49,8 @@ R = TypeVar("R")
 class RequestContext:
     """Per-request facts: header fields, the listener the connection arrived on, and who sent
     it: the principal the connection authenticated as (``User:ANONYMOUS`` on a PLAINTEXT
-    listener and on SSL without a client certificate, as in Kafka)."""
+    listener and on SSL without a client certificate, as in Kafka), and whether it logged in
+    with a delegation token (the principal is then the token's owner)."""
     api_key: int
     api_version: int
     correlation_id: int
@@ -56,6 +58,7 @@ class RequestContext:
     listener: str = "PLAINTEXT"
     peer: str = ""
     principal: str = "User:ANONYMOUS"
+    token_authenticated: bool = False
 
 
 @dataclass
@@ -79,6 +82,7 @@ class BrokerContext:
     broker_epoch: int = -1
     controller_view: ControllerView | None = None    # who may send controller requests (None: nobody)
     authorizer: AclAuthorizer | None = None          # authorizer.class.name set: ACLs decide (broker/apis/authz.py)
+    tokens: DelegationTokenManager | None = None     # delegation tokens (broker/security/delegation_tokens.py)
     topic_configs: dict[str, dict[str, str]] = field(default_factory=dict)
     # the dynamic broker configs applied (``broker/config_changes.py``): /config/brokers/<id> and
     # /config/brokers/<default>; ``config`` is server.properties (``static_config``) under them

@@ -108,8 +108,7 @@ BROKER_CONFIG: dict[str, ConfigKey] = _table([
     ("log.message.downconversion.enable", BOOLEAN, True, None, "Down-convert for old consumers."),
     ("num.recovery.threads.per.data.dir", INT, 1, at_least(1), "Threads for log recovery."),
     ("message.max.bytes", INT, 1048588, at_least(0), "Max record batch size."),
-    ("compression.type", STRING, "producer", one_of(*_COMPRESSION, case_insensitive=True),
-     "Final compression of topic data."),
+    ("compression.type", STRING, "producer", one_of(*_COMPRESSION, case_insensitive=True), "Final topic compression."),
     ("auto.create.topics.enable", BOOLEAN, True, None, "Create topics on metadata requests."),
     ("delete.topic.enable", BOOLEAN, True, None, "Allow topic deletion."),
     ("default.replication.factor", INT, 1, at_least(1), "Replication factor of auto-created topics."),
@@ -553,7 +552,6 @@ class LogConfig(_TypedValues):
 
     def __getitem__(self, name: str) -> Any:
         return self._values[name]
-
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, LogConfig) and self._values == other._values

@@ -1,4 +1,4 @@
-"""The broker's TLS, SASL and password-encoder settings, by Kafka 2.8's names, types and defaults.
+"""The broker's TLS, SASL, delegation-token and password-encoder settings, by Kafka 2.8's names, types and defaults.
 
 Invariant: declared here once and spliced into ``kafka_config.BROKER_CONFIG`` (one table of
 broker keys); each TLS and SASL key may also be given per listener as
@@ -49,4 +49,10 @@ SECURITY_KEYS: list[tuple[str, str, Any, Any, str]] = [
     ("connections.max.reauth.ms", LONG, 0, at_least(0), "Re-authentication interval (0: none)."),
     ("connection.failed.authentication.delay.ms", INT, 100, at_least(0),
      "How long a connection that failed to authenticate stays open (unread) before it is closed."),
+    # --- delegation tokens (KIP-48)
+    ("delegation.token.secret.key", PASSWORD, None, None, "Signs delegation tokens; unset or empty: tokens disabled."),
+    ("delegation.token.master.key", PASSWORD, None, None, "Kafka 2.8's deprecated alias of delegation.token.secret.key."),
+    ("delegation.token.max.lifetime.ms", LONG, 604800000, at_least(1), "Max lifetime of a delegation token."),
+    ("delegation.token.expiry.time.ms", LONG, 86400000, at_least(1), "A token's default renew period."),
+    ("delegation.token.expiry.check.interval.ms", LONG, 3600000, at_least(1), "How often expired tokens are removed."),
 ]

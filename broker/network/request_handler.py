@@ -44,8 +44,8 @@ class RequestHandler:
         self.ctx = ctx
         self.handlers = apis.HANDLERS if handlers is None else handlers
 
-    def handle(self, frame: bytes, listener: str = "PLAINTEXT", peer: str = "", principal: str = "User:ANONYMOUS"
-               ) -> bytes | None | defer.Deferred:
+    def handle(self, frame: bytes, listener: str = "PLAINTEXT", peer: str = "", principal: str = "User:ANONYMOUS",
+               token_authenticated: bool = False) -> bytes | None | defer.Deferred:
         try:
             header, offset = decode_request_header(frame)
         except KafkaError as e:
@@ -67,7 +67,7 @@ class RequestHandler:
         except KafkaError as e:
             raise CloseConnection(f"undecodable {api.NAME} v{version} request ({e.message or e})") from None
         rc = RequestContext(header.api_key, version, header.correlation_id, header.client_id, listener, peer,
-                            principal)
+                            principal, token_authenticated)
         try:
             result = module.handle(self.ctx, rc, req)
         except CloseConnection:

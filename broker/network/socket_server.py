@@ -15,8 +15,8 @@ listener every frame goes to the connection's ``SaslAuthenticator`` until it has
 (a failure closes the connection ``connection.failed.authentication.delay.ms`` after its error
 response, handling nothing more meanwhile; a SASL request that does not decode closes it at
 once, as Kafka does). Each request carries the
-connection's principal: the SASL user, else the client certificate's mapped DN, else
-``User:ANONYMOUS``.
+connection's principal: the SASL user (a delegation token's owner, flagged token-authenticated),
+else the client certificate's mapped DN, else ``User:ANONYMOUS``.
 """
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ from odradek.protocol.errors import KafkaError
 from ..apis.context import CloseConnection
 from ..security.listeners import ListenerSecurity
 from ..security.principal import ANONYMOUS, certificate_dn, user
-from ..security.sasl_server import CredentialLookup, SaslAuthenticator, SaslFailure
+from ..security.sasl_server import CredentialLookup, SaslAuthenticator, SaslFailure, TokenLookup
 from .connection_quotas import ConnectionQuotas
 from .request_handler import RequestHandler
 
@@ -48,18 +48,21 @@ class KafkaConnection(protocol.Protocol):
     transport: Any  # a TCP transport (ITCPTransport and IPushProducer), set by makeConnection
 
     def __init__(self, handler: RequestHandler, listener: str, max_length: int,
-                 security: ListenerSecurity | None = None, scram_lookup: CredentialLookup | None = None):
+                 security: ListenerSecurity | None = None, scram_lookup: CredentialLookup | None = None,
+                 token_lookup: TokenLookup | None = None):
         self.handler = handler
         self.listener = listener
         self.conn = ServerConnection(max_length)
         self.security = security
         self.principal = ANONYMOUS
+        self.token_authenticated = False
         self._tls_pending = security is not None and security.tls_context is not None
         self.sasl: SaslAuthenticator | None = None
         if security is not None and security.sasl is not None:
             assert scram_lookup is not None, "a SASL listener needs a SCRAM credential lookup"
             self.sasl = SaslAuthenticator(security.sasl.mechanisms, security.sasl.plain_users, scram_lookup,
-                                          lambda frame: self.handler.handle(frame, self.listener, self.peer))
+                                          lambda frame: self.handler.handle(frame, self.listener, self.peer),
+                                          token_lookup)
         self.peer = ""
         self.ip = ""
         self._closed = False
@@ -125,7 +128,8 @@ class KafkaConnection(protocol.Protocol):
                 if self.sasl is not None and not self.sasl.complete:
                     result = self._authenticate(frame)
                 else:
-                    result = self.handler.handle(frame, self.listener, self.peer, self.principal)
+                    result = self.handler.handle(frame, self.listener, self.peer, self.principal,
+                                                 self.token_authenticated)
             except CloseConnection as e:
                 self._close_now(str(e))
                 return
@@ -199,6 +203,7 @@ class KafkaConnection(protocol.Protocol):
         if sasl is not None and self.conn.close_reason is None:
             if sasl.principal is not None:
                 self.principal = sasl.principal
+                self.token_authenticated = sasl.token_authenticated
             elif sasl.failed is not None:
                 self._failed_authentication(sasl.failed)
 
@@ -232,8 +237,9 @@ class KafkaServerFactory(protocol.ServerFactory):
     def __init__(self, handler: RequestHandler, listener: str, max_request_size: int, clock: Any = None,
                  quotas: ConnectionQuotas | None = None, idle_ms: int = 600000,
                  security: ListenerSecurity | None = None, scram_lookup: CredentialLookup | None = None,
-                 failed_auth_delay_ms: int = 100):
+                 failed_auth_delay_ms: int = 100, token_lookup: TokenLookup | None = None):
         self.handler = handler
+        self.token_lookup = token_lookup
         self.security = security
         self.failed_auth_delay_s = failed_auth_delay_ms / 1000.0
         self.scram_lookup = scram_lookup
@@ -269,7 +275,7 @@ class KafkaServerFactory(protocol.ServerFactory):
 
     def buildProtocol(self, addr: Any) -> KafkaConnection:  # type: ignore[override]  # Twisted types it loosely
         conn = KafkaConnection(self.handler, self.listener, self.max_request_size, self.security,
-                               self.scram_lookup)
+                               self.scram_lookup, self.token_lookup)
         conn.factory = self
         return conn
 

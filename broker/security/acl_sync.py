@@ -1,15 +1,13 @@
 """AclSync: keeps one broker's AclAuthorizer cache equal to the ACLs in ZooKeeper, and writes
 ZooKeeper for CreateAcls / DeleteAcls.
 
-Invariant: every ZooKeeper call runs in the thread pool and every cache change is applied on
-the reactor thread. At start the ACL paths exist and the whole cache is loaded before the
-broker serves a request. Afterwards the children of ``/kafka-acl-changes`` and
-``/kafka-acl-extended-changes`` are watched; each notification with a sequence number beyond the
-last one processed makes its resource pattern be re-read (so a change made by any broker or by
-``odradek acls`` reaches this cache within one watch round trip), one processing round at a
-time (a watch firing during a round schedules exactly one more). After a ZooKeeper session
-expiry the whole cache is reloaded and the watches re-armed. A write through this broker
-updates its own cache as soon as ZooKeeper took it.
+Invariant: the rounds are ``broker/security/notification_sync.py``'s (threads, reactor, one round
+at a time, a full reload after a session expiry). At start the ACL paths exist and the whole
+cache is loaded before the broker serves a request. Afterwards the children of
+``/kafka-acl-changes`` and ``/kafka-acl-extended-changes`` are watched; each notification with a
+sequence number beyond the last one processed makes its resource pattern be re-read (so a change
+made by any broker or by ``odradek acls`` reaches this cache within one watch round trip). A write
+through this broker updates its own cache as soon as ZooKeeper took it.
 """
 from __future__ import annotations
 
@@ -22,67 +20,31 @@ from odradek.protocol.acl import AclBinding, AclBindingFilter, ResourcePattern
 from odradek.zk.acl_store import CHANGE_ZNODES, Entries, ZkAclStore, sequenced
 
 from .authorizer import AclAuthorizer
+from .notification_sync import NotificationSync
 
 log = logging.getLogger(__name__)
 
 
-class AclSync:
+class AclSync(NotificationSync):
+    what = "ACL change notifications"
+
     def __init__(self, authorizer: AclAuthorizer, zk: Any, run_in_thread: Any, reactor: Any) -> None:
+        super().__init__(zk, run_in_thread, reactor)
         self.authorizer = authorizer
-        self.zk = zk                      # KafkaZkClient: its watches survive connection losses
         self.store = ZkAclStore(zk.kazoo)
-        self.run_in_thread = run_in_thread
-        self.reactor = reactor
         self.last_seen: dict[str, int] = {c.path: -1 for c in CHANGE_ZNODES}
-        self._running = False
-        self._again = False
-        self._full_reload = False
-        self._stopped = False
         authorizer.sync = self
 
-    # ------------------------------------------------------------ lifecycle
+    def _load(self) -> dict[ResourcePattern, Entries]:
+        self.store.create_acl_paths()
+        for change in CHANGE_ZNODES:   # what was announced before this load is in it
+            seen = sequenced(change, self.zk.get_children(change.path))
+            self.last_seen[change.path] = seen[-1][0] if seen else -1
+        return self.store.load_all()
 
-    def start(self) -> defer.Deferred:
-        def load() -> dict[ResourcePattern, Entries]:
-            self.store.create_acl_paths()
-            for change in CHANGE_ZNODES:   # what was announced before this load is in it
-                seen = sequenced(change, self.zk.get_children(change.path))
-                self.last_seen[change.path] = seen[-1][0] if seen else -1
-            return self.store.load_all()
-
-        def loaded(everything: dict[ResourcePattern, Entries]) -> None:
-            self.authorizer.replace_all(everything)
-            log.info("ACL cache loaded: %d resource patterns", len(everything))
-            self.zk.on_new_session(lambda: self.reactor.callFromThread(self._session_renewed))
-            self.trigger()                 # arm the watches (and catch what came meanwhile)
-        return self.run_in_thread(load).addCallback(loaded)
-
-    def stop(self) -> None:
-        self._stopped = True
-
-    def _session_renewed(self) -> None:
-        self._full_reload = True
-        self.trigger()
-
-    def _on_watch(self) -> None:          # on a kazoo thread
-        if not self._stopped:
-            self.reactor.callFromThread(self.trigger)
-
-    # ------------------------------------------------------------ notification rounds
-
-    def trigger(self) -> None:
-        """Run a processing round now, or once more after the one running."""
-        if self._stopped:
-            return
-        if self._running:
-            self._again = True
-            return
-        self._running = True
-        self._again = False
-        full = self._full_reload
-        self._full_reload = False
-        d = self.run_in_thread(self._round, full)
-        d.addCallbacks(lambda result: self._applied(result, full), self._failed)
+    def _loaded(self, everything: dict[ResourcePattern, Entries]) -> None:
+        self.authorizer.replace_all(everything)
+        log.info("ACL cache loaded: %d resource patterns", len(everything))
 
     def _round(self, full: bool) -> tuple[dict[ResourcePattern, Entries], dict[str, int]]:
         """In a thread: read the new notifications (re-arming the watches) and the patterns they name."""
@@ -111,17 +73,6 @@ class AclSync:
         if updates:
             log.info("ACL cache updated for %s", ", ".join(str(p) for p in sorted(updates)) if not full
                      else f"{len(updates)} resource patterns (reloaded)")
-        self._finish()
-
-    def _failed(self, failure) -> None:
-        log.warning("processing ACL change notifications failed (retrying in 1 s): %s", failure.getErrorMessage())
-        self._running = False
-        self.reactor.callLater(1.0, self.trigger)
-
-    def _finish(self) -> None:
-        self._running = False
-        if self._again:
-            self.trigger()
 
     # ------------------------------------------------------------ admin writes
 

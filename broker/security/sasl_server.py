@@ -6,8 +6,9 @@ mechanism's tokens — in SaslAuthenticate requests after a v1 handshake, as bar
 frames after a v0 one — and nothing else: any other request, a second handshake, a token over
 ``MAX_TOKEN_BYTES`` or a failed exchange ends the connection (after the error response, when
 the protocol has one: UNSUPPORTED_SASL_MECHANISM 33, ILLEGAL_SASL_STATE 34,
-SASL_AUTHENTICATION_FAILED 58). ``principal`` is set only by a successful exchange. Passwords
-never reach a log line.
+SASL_AUTHENTICATION_FAILED 58). ``principal`` is set only by a successful exchange: the user, or
+for a SCRAM login with ``tokenauth=true`` the delegation token's owner (``token_authenticated``).
+Passwords never reach a log line.
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from twisted.internet import defer
 from odradek.protocol.apis import sasl_authenticate, sasl_handshake
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.header import decode_request_header, encode_response
-from odradek.protocol.scram import ScramCredential, ScramError, ScramServer, client_first_username
+from odradek.protocol.scram import ScramCredential, ScramError, ScramServer, parse_client_first
 
 from .principal import user
 
@@ -30,6 +31,8 @@ API_VERSIONS_KEY = 18
 MAX_TOKEN_BYTES = 524288   # Kafka's sasl.server.max.receive.size
 
 CredentialLookup = Callable[[str, str], "defer.Deferred[ScramCredential | None]"]
+# (mechanism, token id) -> (the token's credential, its owner principal), None for no such live token
+TokenLookup = Callable[[str, str], "tuple[ScramCredential, str] | None"]
 
 
 class SaslFailure(Exception):
@@ -66,12 +69,16 @@ class PlainServer:
 
 
 class ScramMechanismServer:
-    """SCRAM-SHA-256/512 with the user's credential read from ZooKeeper for each login."""
+    """SCRAM-SHA-256/512 with the user's credential read from ZooKeeper for each login, or, when
+    the client-first message carries ``tokenauth=true``, a delegation token's from the token
+    cache (the token id as user name; the principal is then the token's owner)."""
 
-    def __init__(self, mechanism: str, lookup: CredentialLookup):
+    def __init__(self, mechanism: str, lookup: CredentialLookup, token_lookup: TokenLookup | None = None):
         self.mechanism = mechanism
         self.lookup = lookup
+        self.token_lookup = token_lookup
         self.server: ScramServer | None = None
+        self.token_owner: str | None = None     # set for a token login
 
     @property
     def complete(self) -> bool:
@@ -85,10 +92,20 @@ class ScramMechanismServer:
         if self.server is not None:
             return defer.succeed(self._step(self.server, token))
         try:
-            name = client_first_username(token)
+            client_first = parse_client_first(token)
         except ScramError as e:
             raise SaslFailure(f"Authentication failed: {e}") from None
-        d = self.lookup(self.mechanism, name)
+        name = client_first.username
+        d: defer.Deferred[ScramCredential | None]
+        if client_first.token_auth:
+            found = self.token_lookup(self.mechanism, name) if self.token_lookup is not None else None
+            if found is None:
+                raise SaslFailure(f"Authentication failed during authentication due to invalid credentials with "
+                                  f"SASL mechanism {self.mechanism}: Token Authentication failed: Invalid tokenId : {name}")
+            self.token_owner = found[1]
+            d = defer.succeed(found[0])
+        else:
+            d = self.lookup(self.mechanism, name)
 
         def first(credential: ScramCredential | None) -> bytes:
             self.server = ScramServer(self.mechanism, lambda _name: credential)
@@ -111,11 +128,13 @@ class SaslAuthenticator:
     request handler. ``passthrough(frame)`` serves ApiVersions."""
 
     def __init__(self, mechanisms: list[str], plain_users: dict[str, str], lookup: CredentialLookup,
-                 passthrough: Callable[[bytes], Any]):
+                 passthrough: Callable[[bytes], Any], token_lookup: TokenLookup | None = None):
         self.mechanisms = mechanisms
         self.plain_users = plain_users
         self.lookup = lookup
+        self.token_lookup = token_lookup
         self.passthrough = passthrough
+        self.token_authenticated = False   # the principal logged in with a delegation token
         self.state = "handshake"          # -> authenticate | raw -> complete | failed
         self.mechanism: Any = None
         self.principal: str | None = None
@@ -158,7 +177,7 @@ class SaslAuthenticator:
         if mechanism == "PLAIN":
             self.mechanism = PlainServer(self.plain_users)
         else:
-            self.mechanism = ScramMechanismServer(mechanism, self.lookup)
+            self.mechanism = ScramMechanismServer(mechanism, self.lookup, self.token_lookup)
         self.state = "authenticate" if version >= 1 else "raw"
         return {"error_code": ErrorCode.NONE, "mechanisms": self.mechanisms}
 
@@ -175,7 +194,9 @@ class SaslAuthenticator:
     def _answered(self, out: bytes, wrapped: tuple[int, int] | None) -> bytes:
         if self.mechanism.complete:
             self.state = "complete"
-            self.principal = user(self.mechanism.username)
+            owner = getattr(self.mechanism, "token_owner", None)
+            self.principal = owner if owner is not None else user(self.mechanism.username)
+            self.token_authenticated = owner is not None
         if wrapped is None:
             return out
         version, cid = wrapped

@@ -17,6 +17,7 @@ from . import (
     api_versions,
     controlled_shutdown,
     create_acls,
+    create_delegation_token,
     create_partitions,
     create_topics,
     delete_acls,
@@ -26,11 +27,13 @@ from . import (
     describe_acls,
     describe_cluster,
     describe_configs,
+    describe_delegation_token,
     describe_groups,
     describe_log_dirs,
     describe_user_scram_credentials,
     elect_leaders,
     end_txn,
+    expire_delegation_token,
     fetch,
     find_coordinator,
     heartbeat,
@@ -48,6 +51,7 @@ from . import (
     offset_fetch,
     offset_for_leader_epoch,
     produce,
+    renew_delegation_token,
     sasl_authenticate,
     sasl_handshake,
     stop_replica,
@@ -69,6 +73,7 @@ ALL_APIS: tuple[ModuleType, ...] = (
     describe_acls, create_acls, delete_acls, describe_cluster, offset_delete,
     elect_leaders, alter_configs, incremental_alter_configs, describe_log_dirs,
     alter_partition_reassignments, list_partition_reassignments, delete_records,
+    create_delegation_token, renew_delegation_token, expire_delegation_token, describe_delegation_token,
 )
 
 API_BY_KEY: dict[int, ModuleType] = {api.API_KEY: api for api in ALL_APIS}

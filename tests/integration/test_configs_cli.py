@@ -349,3 +349,16 @@ def test_bootstrap_server_mode_over_sasl_with_a_command_config(secured, tmp_path
           fragment="UNKNOWN_TOPIC_OR_PARTITION")
     fails("--bootstrap-server", secured.sasl, "--command-config", str(tmp_path / "missing.properties"),
           "--describe", "--entity-type", "users", fragment="cannot read")
+
+
+def test_delegation_tokens_are_disabled_without_a_secret_key(secured):
+    """This cluster sets no delegation.token.secret.key: every token request over SASL answers 61."""
+    from odradek.client import AdminClient
+    with AdminClient(bootstrap_servers=secured.sasl, security_protocol="SASL_PLAINTEXT", sasl_mechanism="SCRAM-SHA-256",
+                     sasl_plain_username="admin", sasl_plain_password="admin-secret", request_timeout_ms=15000) as a:
+        for call in (lambda: a.create_delegation_token(), lambda: a.describe_delegation_token(),
+                     lambda: a.renew_delegation_token(b"x", 1), lambda: a.expire_delegation_token(b"x", -1)):
+            with pytest.raises(KafkaError) as disabled:
+                call()
+            assert disabled.value.code == ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED
+    assert secured.zk.exists("/delegation_token/tokens") is None
