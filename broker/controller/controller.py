@@ -26,6 +26,7 @@ from twisted.internet.interfaces import IDelayedCall
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.zk.session import ControllerMovedError, KafkaZkClient
 
+from ..features import feature_versioning_enabled
 from ..network.broker_client import BrokerClient
 from .backend import ThreadedZkBackend
 from .channel_manager import ControllerChannelManager
@@ -77,7 +78,8 @@ class KafkaController:
         self.core = ControllerCore(
             broker_id, self.backend, self.channels, self.ctx, self.listener,
             unclean_default=bool(_cfg(config, "unclean.leader.election.enable", False)),
-            delete_topic_enable=bool(_cfg(config, "delete.topic.enable", True)))
+            delete_topic_enable=bool(_cfg(config, "delete.topic.enable", True)),
+            feature_versioning=feature_versioning_enabled(str(_cfg(config, "inter.broker.protocol.version", "2.8-IV1"))))
 
     def _in_thread(self, fn, *args):
         """Run a blocking KafkaZkClient call in this reactor's thread pool (retried on connection loss)."""

@@ -28,6 +28,7 @@ from . import (
     describe_configs,
     describe_groups,
     describe_log_dirs,
+    describe_producers,
     describe_user_scram_credentials,
     elect_leaders,
     end_txn,
@@ -53,6 +54,7 @@ from . import (
     stop_replica,
     sync_group,
     txn_offset_commit,
+    update_features,
     update_metadata,
     write_txn_markers,
 )
@@ -69,6 +71,7 @@ ALL_APIS: tuple[ModuleType, ...] = (
     describe_acls, create_acls, delete_acls, describe_cluster, offset_delete,
     elect_leaders, alter_configs, incremental_alter_configs, describe_log_dirs,
     alter_partition_reassignments, list_partition_reassignments, delete_records,
+    describe_producers, update_features,
 )
 
 API_BY_KEY: dict[int, ModuleType] = {api.API_KEY: api for api in ALL_APIS}
