@@ -29,6 +29,8 @@ HANDLER_MODULES: tuple[str, ...] = (
     "describe_cluster", "describe_configs", "elect_leaders", "alter_configs", "incremental_alter_configs",
     "describe_log_dirs", "alter_partition_reassignments", "list_partition_reassignments",
     "delete_records", "describe_producers", "update_features",
+    # controller APIs of inter.broker.protocol.version 2.7+
+    "alter_isr",
 )
 
 HANDLERS: dict[int, ModuleType] = {}

@@ -12,6 +12,7 @@ from . import (
     add_offsets_to_txn,
     add_partitions_to_txn,
     alter_configs,
+    alter_isr,
     alter_partition_reassignments,
     alter_user_scram_credentials,
     api_versions,
@@ -71,7 +72,7 @@ ALL_APIS: tuple[ModuleType, ...] = (
     describe_acls, create_acls, delete_acls, describe_cluster, offset_delete,
     elect_leaders, alter_configs, incremental_alter_configs, describe_log_dirs,
     alter_partition_reassignments, list_partition_reassignments, delete_records,
-    describe_producers, update_features,
+    describe_producers, update_features, alter_isr,
 )
 
 API_BY_KEY: dict[int, ModuleType] = {api.API_KEY: api for api in ALL_APIS}
