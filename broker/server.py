@@ -34,6 +34,7 @@ from odradek.zk.znodes import BrokerInfo, ControllerEpochZNode, Endpoint
 from .apis.context import BrokerContext
 from .apis.controller_common import ControllerView
 from .config.kafka_config import ConfigError, KafkaConfig, LogConfig
+from .features import FeatureChangeListener
 from .group.service import GroupCoordinatorService
 from .log.cleaner_service import LogCleanerService
 from .log.log_dir_failure import LogDirFailureChannel
@@ -86,6 +87,7 @@ class KafkaServer:
         self._tasks: list[task.LoopingCall] = []
         self._shutting_down = False
         self.config_changes: Any = None
+        self.feature_changes: FeatureChangeListener | None = None
         self._initial_topic_configs: dict[str, dict[str, str]] = {}
         self.started: defer.Deferred[KafkaServer] = defer.Deferred()
         self.listener_security: dict[str, Any] = {}
@@ -174,6 +176,8 @@ class KafkaServer:
         from .config_changes import ConfigChangeListener   # /config/changes, applied live from now on
         self.config_changes = ConfigChangeListener(self.zk, self.reactor, self._in_thread, self.ctx)
         await self.config_changes.start()
+        self.feature_changes = FeatureChangeListener(self.zk, self.reactor, self._in_thread, self.ctx.features)
+        self.feature_changes.start()   # /feature (KIP-584): ApiVersions v3's finalized features
         from .security.authorizer import start_authorizer   # ACLs loaded before any request is served
         self.ctx.authorizer = await start_authorizer(cfg, self.zk, self._in_thread, self.reactor)
         from .security.delegation_tokens import DelegationTokenManager   # tokens loaded before any login
@@ -429,6 +433,8 @@ class KafkaServer:
             self.config_changes.stop()
         if self.ctx is not None and self.ctx.tokens is not None:
             self.ctx.tokens.stop()
+        if self.feature_changes is not None:
+            self.feature_changes.stop()
         if self.controller is not None and self.config["controlled.shutdown.enable"]:
             try:
                 await self._controlled_shutdown()

@@ -24,6 +24,7 @@ from .structs import (
     OffsetAndMetadata,
     OffsetAndTimestamp,
     ProducerFencedError,
+    ProducerState,
     RecordMetadata,
     TopicPartition,
     TransactionAbortedError,
@@ -35,5 +36,5 @@ __all__ = [
     "ConfigError", "ConsumerRebalanceListener", "OffsetAndMetadata", "CommitFailedError",
     "NoOffsetForPartitionError", "IllegalStateError", "GroupDescription", "MemberDescription",
     "RangeAssignor", "RoundRobinAssignor", "StickyAssignor", "ConsumerGroupMetadata", "ProducerFencedError",
-    "TransactionAbortedError", "ConfigEntry",
+    "TransactionAbortedError", "ConfigEntry", "ProducerState",
 ]

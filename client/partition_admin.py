@@ -1,11 +1,11 @@
-"""The AdminClient's partition operations: leader elections, reassignments, DeleteRecords and
-log dirs (mixed into ``odradek.client.admin.AdminClient``).
+"""The AdminClient's partition operations: leader elections, reassignments, DeleteRecords,
+DescribeProducers and log dirs (mixed into ``odradek.client.admin.AdminClient``).
 
 Invariant: every request goes through the AdminClient's one ``_call`` (NodePool.call: metadata
 refresh, retries within the timeout, one call at a time): ElectLeaders and the reassignment APIs
-to the controller (NOT_CONTROLLER retried), DeleteRecords to each partition's leader (asked again
-where the leader moved), DescribeLogDirs to each broker. Errors come back as ``KafkaError`` per
-partition, a top-level error raised.
+to the controller (NOT_CONTROLLER retried), DeleteRecords and DescribeProducers to each
+partition's leader (asked again where the leader moved), DescribeLogDirs to each broker. Errors
+come back as ``KafkaError`` per partition, a top-level error raised.
 """
 from __future__ import annotations
 
@@ -16,13 +16,14 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 from odradek.protocol.apis import alter_partition_reassignments as _alter_reassignments
 from odradek.protocol.apis import delete_records as _delete_records
 from odradek.protocol.apis import describe_log_dirs as _describe_log_dirs
+from odradek.protocol.apis import describe_producers as _describe_producers
 from odradek.protocol.apis import elect_leaders as _elect_leaders
 from odradek.protocol.apis import list_partition_reassignments as _list_reassignments
 from odradek.protocol.errors import ErrorCode, KafkaError
 
 from .cluster import ClusterMetadata
 from .config import ClientConfig
-from .structs import TopicPartition
+from .structs import ProducerState, TopicPartition
 
 
 class PartitionAdmin:
@@ -94,13 +95,48 @@ class PartitionAdmin:
         """DeleteRecords, each partition on its leader: {partition: its new low watermark (the
         offset its log now starts at on every live replica) | KafkaError}; an offset of -1 means
         the high watermark. A partition whose leader moved meanwhile is asked again."""
-        out: dict[TopicPartition, int | KafkaError] = {}
-        pending = dict(offsets)
+        def send(leader: int, tps: list[TopicPartition]) -> Any:
+            topics: dict[str, list[dict[str, int]]] = {}
+            for tp in tps:
+                topics.setdefault(tp.topic, []).append({"partition_index": tp.partition, "offset": offsets[tp]})
+            resp = self._call(_delete_records, {"topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
+                                                "timeout_ms": timeout_ms}, lambda: [leader],
+                              timeout_ms=timeout_ms + self.config["request.timeout.ms"])
+            return [(TopicPartition(t.name, p.partition_index), p.error_code, p.low_watermark)
+                    for t in resp.topics for p in t.partitions]
+        return self._on_leaders(list(offsets), send, timeout_ms)
+
+    def describe_producers(self, partitions: Iterable[TopicPartition], broker_id: int | None = None,
+                           timeout_ms: int = 30000) -> dict[TopicPartition, list[ProducerState] | KafkaError]:
+        """DescribeProducers (KIP-664), each partition on its leader (or on ``broker_id``'s replica,
+        as Kafka 3.0's ``DescribeProducersOptions.brokerId``): {partition: its active producers |
+        KafkaError}."""
+        def send(node: int, tps: list[TopicPartition]) -> Any:
+            topics: dict[str, list[int]] = {}
+            for tp in tps:
+                topics.setdefault(tp.topic, []).append(tp.partition)
+            resp = self._call(_describe_producers, {"topics": [
+                {"name": t, "partition_indexes": ps} for t, ps in topics.items()]}, lambda: [node])
+            return [(TopicPartition(t.name, p.partition_index), p.error_code,
+                     [ProducerState(s.producer_id, s.producer_epoch, s.last_sequence, s.last_timestamp,
+                                    s.coordinator_epoch, s.current_txn_start_offset) for s in p.active_producers])
+                    for t in resp.topics for p in t.partitions]
+        return self._on_leaders(list(partitions), send, timeout_ms, broker_id)
+
+    def _on_leaders(self, partitions: list[TopicPartition],
+                    send: Callable[[int, list[TopicPartition]], Iterable[tuple[TopicPartition, int, Any]]],
+                    timeout_ms: int, node: int | None = None) -> dict[TopicPartition, Any]:
+        """``send(broker, partitions)`` to each partition's leader (or to ``node``): {partition:
+        the value it answered | KafkaError}; NOT_LEADER_OR_FOLLOWER from a leader is asked again
+        (after a metadata refresh) until ``timeout_ms``."""
+        out: dict[TopicPartition, Any] = {}
+        pending = list(dict.fromkeys(partitions))
         deadline = time.monotonic() + timeout_ms / 1000.0
         while pending:
             with self._lock:
                 self._cluster.refresh(sorted({tp.topic for tp in pending}), allow_auto_create=False)
-                leaders = {tp: self._cluster.leader_for(tp.topic, tp.partition) for tp in pending}
+                leaders = {tp: self._cluster.leader_for(tp.topic, tp.partition) if node is None else node
+                           for tp in pending}
                 known = {tp for tp in pending if tp.partition in getattr(self._cluster.topics.get(tp.topic),
                                                                          "partitions", {})}
             by_leader: dict[int, list[TopicPartition]] = {}
@@ -110,23 +146,15 @@ class PartitionAdmin:
                 else:
                     code = ErrorCode.LEADER_NOT_AVAILABLE if tp in known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                     out[tp] = KafkaError(code, f"{tp.topic}-{tp.partition}")
-            retry: dict[TopicPartition, int] = {}
+            retry: list[TopicPartition] = []
             for leader, tps in sorted(by_leader.items()):
-                topics: dict[str, list[dict[str, int]]] = {}
-                for tp in tps:
-                    topics.setdefault(tp.topic, []).append({"partition_index": tp.partition, "offset": pending[tp]})
-                resp = self._call(_delete_records, {"topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
-                                                    "timeout_ms": timeout_ms}, lambda leader=leader: [leader],
-                                  timeout_ms=timeout_ms + self.config["request.timeout.ms"])
-                for t in resp.topics:
-                    for p in t.partitions:
-                        tp = TopicPartition(t.name, p.partition_index)
-                        if p.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER and time.monotonic() < deadline:
-                            retry[tp] = pending[tp]
-                        elif p.error_code == ErrorCode.NONE:
-                            out[tp] = p.low_watermark
-                        else:
-                            out[tp] = KafkaError(ErrorCode(p.error_code), f"{tp.topic}-{tp.partition}")
+                for tp, code, value in send(leader, tps):
+                    if code == ErrorCode.NOT_LEADER_OR_FOLLOWER and node is None and time.monotonic() < deadline:
+                        retry.append(tp)
+                    elif code == ErrorCode.NONE:
+                        out[tp] = value
+                    else:
+                        out[tp] = KafkaError(ErrorCode(code), f"{tp.topic}-{tp.partition}")
             pending = retry
             if pending:
                 time.sleep(self.config["retry.backoff.ms"] / 1000.0)

@@ -77,6 +77,16 @@ class ConfigEntry(NamedTuple):
     synonyms: tuple[tuple[str, str | None, str], ...] = ()
 
 
+class ProducerState(NamedTuple):
+    """One active producer of a partition, as DescribeProducers (KIP-664) answers it."""
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int
+    current_transaction_start_offset: int
+
+
 class OffsetAndMetadata(NamedTuple):
     """A committed offset: the next offset to consume, its metadata string and leader epoch."""
     offset: int

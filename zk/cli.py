@@ -27,6 +27,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
                        "move partitions' log start offsets forward (like kafka-delete-records.sh)"),
     "delegation-tokens": ("odradek.client.delegation_tokens_cli", "main",
                           "create, renew, expire, describe delegation tokens (like kafka-delegation-tokens.sh)"),
+    "transactions": ("odradek.client.transactions_cli", "main",
+                     "describe-producers: a partition's active producers (like Kafka 3.0's kafka-transactions.sh)"),
     "dump-log": ("odradek.broker.log.dump_log", "main",
                  "print a partition's log, index, txn index and snapshot files (like kafka-dump-log.sh)"),
     "broker-api-versions": ("odradek.client.broker_api_versions_cli", "main",

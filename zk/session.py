@@ -300,6 +300,33 @@ class KafkaZkClient(ZooKeeperClient):
             raise ControllerMovedError("controller epoch zk version changed")
         return out
 
+    # ------------------------------------------------------------ features (KIP-584)
+
+    def get_feature(self, watch: Watch | None = None) -> tuple[int, dict[str, tuple[int, int]], int] | None:
+        """/feature as (status, finalized features, zk version = their epoch); None if absent."""
+        data, stat = self.get_data(zn.FeatureZNode.path, watch)
+        return None if stat is None else (*zn.FeatureZNode.decode(data), stat.version)
+
+    def set_finalized_features(self, features: dict[str, tuple[int, int]], version: int) -> int:
+        """Write /feature enabled with ``features`` at zk ``version`` (-1: create it); its new version."""
+        data = zn.FeatureZNode.encode(zn.FeatureZNode.ENABLED, features)
+        if version < 0:
+            self.kazoo.create(zn.FeatureZNode.path, data)
+            return 0
+        return int(self.kazoo.set(zn.FeatureZNode.path, data, version=version).version)
+
+    def setup_feature_versioning(self, enabled: bool, epoch_zk_version: int) -> None:
+        """Kafka 2.8's controller at failover (epoch-checked): with IBP >= 2.7 /feature is
+        created enabled, or a disabled one enabled without its features; below, it is disabled."""
+        current = self.get_feature()
+        status = zn.FeatureZNode.ENABLED if enabled else zn.FeatureZNode.DISABLED
+        features = current[1] if enabled and current is not None and current[0] == status else {}
+        data = zn.FeatureZNode.encode(status, features)
+        if current is None:
+            self._checked_one(epoch_zk_version, ("create", zn.FeatureZNode.path, data))
+        elif current[:2] != (status, features):
+            self._checked_one(epoch_zk_version, ("set_data", zn.FeatureZNode.path, data, current[2]))
+
     # ------------------------------------------------------------ topics and partitions
 
     def get_all_topics(self, watch: Watch | None = None) -> set[str]:

@@ -456,6 +456,25 @@ class ClusterIdZNode:
         return _loads(data)["id"]
 
 
+class FeatureZNode:
+    """/feature (KIP-584): {"version":1,"status":<0 disabled|1 enabled>,"features":{<name>:
+    {"min_version_level":n,"max_version_level":m}}}; its zk version is the finalized features' epoch."""
+    path = "/feature"
+    DISABLED, ENABLED = 0, 1
+
+    @staticmethod
+    def encode(status: int, features: dict[str, tuple[int, int]]) -> bytes:
+        return _dumps({"version": 1, "status": status, "features": {
+            name: {"min_version_level": lo, "max_version_level": hi} for name, (lo, hi) in features.items()}})
+
+    @staticmethod
+    def decode(data: bytes) -> tuple[int, dict[str, tuple[int, int]]]:
+        obj = _loads(data) or {}
+        features = obj.get("features") or {}
+        return int(obj.get("status", FeatureZNode.DISABLED)), {
+            name: (int(r["min_version_level"]), int(r["max_version_level"])) for name, r in features.items()}
+
+
 class ConsumerPathZNode:
     path = "/consumers"
 

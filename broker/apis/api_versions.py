@@ -2,7 +2,9 @@
 
 Invariant: the api_keys list is ``advertised_api_versions()`` (only what we handle);
 v3's client software name/version must match Kafka's regex or the answer is
-INVALID_REQUEST; throttle is always 0. Unsupported versions never reach this module:
+INVALID_REQUEST; v3 answers carry the features (KIP-584, ``broker/features.py``): none supported,
+the finalized ones and their epoch as /feature last said (epoch -1, left out, without one);
+throttle is always 0. Unsupported versions never reach this module:
 the request handler answers them in v0 format with UNSUPPORTED_VERSION.
 """
 from __future__ import annotations
@@ -31,6 +33,7 @@ def handle(ctx, rc, req) -> dict:
         version = req.client_software_version or ""
         if not (_SOFTWARE.fullmatch(name) and _SOFTWARE.fullmatch(version)):
             return response(ErrorCode.INVALID_REQUEST)
+        return {**response(), **ctx.features.api_versions_fields()}
     return response()
 
 

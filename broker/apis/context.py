@@ -23,6 +23,7 @@ from twisted.internet import defer
 from odradek.broker.completion import Completion
 from odradek.protocol.errors import ErrorCode, KafkaError
 
+from ..features import FinalizedFeatures
 from ..metadata_cache import MetadataCache
 
 if TYPE_CHECKING:  # the parts are built by KafkaServer; handlers only use them
@@ -92,6 +93,7 @@ class BrokerContext:
     # the parts that take dynamic broker configs live (``broker/reconfigurables.py``)
     reconfigurables: list[Any] = field(default_factory=list)
     pending_auto_creates: set[str] = field(default_factory=set)
+    features: FinalizedFeatures = field(default_factory=FinalizedFeatures)   # /feature (``broker/features.py``)
 
     @property
     def is_controller(self) -> bool:

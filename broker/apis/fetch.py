@@ -1,6 +1,11 @@
-"""Fetch (key 1, v0-11): consumers read up to the HW, followers up to the LEO,
+"""Fetch (key 1, v0-12): consumers read up to the HW, followers up to the LEO,
 read_committed consumers (isolation_level 1, v4+) up to the last stable offset with the
 aborted transactions overlapping what they got (v4+ responses carry the LSO).
+v12 (KIP-595, as Kafka 2.8's Partition.readRecords): a partition's ``last_fetched_epoch`` (-1 =
+not sent) is checked against the leader-epoch cache; a fetcher whose log diverged gets no data
+but ``diverging_epoch`` (that epoch's end here), answered without waiting, and its fetch state is
+not recorded; an epoch the cache cannot place is OFFSET_OUT_OF_RANGE. ``current_leader`` and
+``snapshot_id`` stay unset, as in Kafka 2.8's ZooKeeper mode.
 
 Invariant: record bytes go from ``Log.read`` to the response untouched. Total
 max_bytes and partition_max_bytes are honoured, with at least one batch for the
@@ -30,7 +35,7 @@ from .authz import CLUSTER, CLUSTER_ACTION, READ, TOPIC, authorize, denied
 from .context import BrokerContext, RequestContext, respond_when
 
 MIN_VERSION = 0
-MAX_VERSION = 11
+MAX_VERSION = 12
 
 INVALID_SESSION_ID = 0
 INITIAL_EPOCH = 0
@@ -50,7 +55,7 @@ def handle(ctx: BrokerContext, rc: RequestContext, req):
         max_bytes=req.max_bytes if version >= 3 else 0x7FFFFFFF,
         isolation_level=req.isolation_level if version >= 4 else 0,
         partitions=[FetchPartition(t.topic, p.partition, p.fetch_offset, p.partition_max_bytes,
-                                   p.current_leader_epoch, p.log_start_offset)
+                                   p.current_leader_epoch, p.log_start_offset, p.last_fetched_epoch)
                     for t in req.topics if t.topic not in refused for p in t.partitions])
     read_committed = params.isolation_level == 1
 
@@ -72,6 +77,9 @@ def handle(ctx: BrokerContext, rc: RequestContext, req):
                           "log_start_offset": r["log_start_offset"],
                           "aborted_transactions": r.get("aborted_transactions", []) if read_committed else None,
                           "preferred_read_replica": -1, "record_set": records})
+            if "diverging_epoch" in r:
+                epoch, end = r["diverging_epoch"]
+                parts[-1]["diverging_epoch"] = {"epoch": epoch, "end_offset": end}
         return {"throttle_time_ms": 0, "error_code": 0, "session_id": INVALID_SESSION_ID,
                 "responses": responses}
 

@@ -52,6 +52,7 @@ class ControllerZkBackend(Protocol):
     async def get_partition_state_watched(self, tp: TopicPartition) -> LeaderIsrAndControllerEpoch | None: ...
     async def get_partition_reassignment(self) -> tuple[dict[TopicPartition, list[int]], int] | None: ...
     async def set_partition_reassignment(self, reassignment: dict[TopicPartition, list[int]]) -> None: ...
+    async def setup_feature_versioning(self, enabled: bool) -> None: ...
 
 
 class Watches(Protocol):
@@ -166,3 +167,6 @@ class ThreadedZkBackend:
 
     async def set_topic_id(self, topic, topic_id):
         return await self._call(self.zk.set_topic_id, topic, topic_id, self.ctx.epoch_zk_version)
+
+    async def setup_feature_versioning(self, enabled):
+        return await self._call(self.zk.setup_feature_versioning, enabled, self.ctx.epoch_zk_version)

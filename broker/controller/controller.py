@@ -26,7 +26,9 @@ from twisted.internet.interfaces import IDelayedCall
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.zk.session import ControllerMovedError, KafkaZkClient
 
+from ..features import feature_versioning_enabled
 from ..network.broker_client import BrokerClient
+from .alter_isr import Asked, alter_isr
 from .backend import ThreadedZkBackend
 from .channel_manager import ControllerChannelManager
 from .context import ControllerContext
@@ -77,7 +79,8 @@ class KafkaController:
         self.core = ControllerCore(
             broker_id, self.backend, self.channels, self.ctx, self.listener,
             unclean_default=bool(_cfg(config, "unclean.leader.election.enable", False)),
-            delete_topic_enable=bool(_cfg(config, "delete.topic.enable", True)))
+            delete_topic_enable=bool(_cfg(config, "delete.topic.enable", True)),
+            feature_versioning=feature_versioning_enabled(str(_cfg(config, "inter.broker.protocol.version", "2.8-IV1"))))
 
     def _in_thread(self, fn, *args):
         """Run a blocking KafkaZkClient call in this reactor's thread pool (retried on connection loss)."""
@@ -128,6 +131,11 @@ class KafkaController:
                             ) -> dict[tuple[str, int], tuple[ErrorCode, str | None, int]]:
         """ElectLeaders from an admin (``ControllerCore.elect_leaders``), on the event queue."""
         return await self._requested("ReplicaLeaderElection", lambda: self.core.elect_leaders(partitions, unclean))
+
+    async def alter_isr(self, broker_id: int, broker_epoch: int, asked: dict[tuple[str, int], Asked]
+                        ) -> dict[tuple[str, int], Any]:
+        """AlterIsr from a partition leader (``broker/controller/alter_isr.py``), on the event queue."""
+        return await self._requested("AlterIsrReceived", lambda: alter_isr(self.core, broker_id, broker_epoch, asked))
 
     async def alter_partition_reassignments(self, requested: dict[tuple[str, int], list[int] | None]
                                             ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:

@@ -40,9 +40,11 @@ class Channels(Protocol):
 class ControllerCore:
     def __init__(self, controller_id: int, zk: ControllerZkBackend, channels: Channels,
                  ctx: ControllerContext | None = None, inter_broker_listener: str = "PLAINTEXT",
-                 unclean_default: bool = False, delete_topic_enable: bool = True):
+                 unclean_default: bool = False, delete_topic_enable: bool = True,
+                 feature_versioning: bool = True):
         self.controller_id = controller_id
         self.zk = zk
+        self.feature_versioning = feature_versioning   # IBP >= 2.7: /feature enabled (KIP-584)
         self.channels = channels
         self.ctx = ctx or ControllerContext()
         self.batch = ControllerRequestBatch(self.ctx, controller_id, inter_broker_listener)
@@ -67,6 +69,8 @@ class ControllerCore:
         ctx = self.ctx
         ctx.reset()
         ctx.epoch, ctx.epoch_zk_version = epoch, epoch_zk_version
+        if hasattr(self.zk, "setup_feature_versioning"):   # Kafka's maybeSetupFeatureVersioning
+            await self.zk.setup_feature_versioning(self.feature_versioning)
         names = await self.zk.get_isr_change_notifications()
         if names:
             await self.zk.delete_isr_change_notifications(names)

@@ -237,6 +237,14 @@ class ProducerStateManager:
         return entry.current_txn_first_offset if entry is not None else -1
 
     # ---------------------------------------------------------------- expiry
+    def active_producers(self) -> list[dict]:
+        """DescribeProducers' ProducerState of every producer (Kafka's Log.activeProducers)."""
+        return [{"producer_id": pid, "producer_epoch": e.epoch,
+                 "last_sequence": e.batches[-1].last_seq if e.batches else NO_SEQUENCE,
+                 "last_timestamp": e.last_timestamp, "coordinator_epoch": e.coordinator_epoch,
+                 "current_txn_start_offset": e.current_txn_first_offset}
+                for pid, e in self.producers.items()]
+
     def is_expired(self, entry: ProducerEntry, now_ms: int) -> bool:
         return entry.current_txn_first_offset < 0 and now_ms - entry.last_timestamp >= self.expiration_ms
 

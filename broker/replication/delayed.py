@@ -186,6 +186,7 @@ class FetchPartition:
     max_bytes: int
     current_leader_epoch: int = -1
     log_start_offset: int = -1
+    last_fetched_epoch: int = -1   # Fetch v12 (KIP-595); -1 = not sent
 
     @property
     def tp(self) -> tuple[str, int]:

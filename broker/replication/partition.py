@@ -382,3 +382,26 @@ class Partition:
         if cache is None:
             return -1, -1
         return cache.end_offset_for(requested_epoch, self.log.log_end_offset)
+
+    def diverging_epoch(self, last_fetched_epoch: int, fetch_offset: int) -> tuple[int, int] | None:
+        """Fetch v12 (Kafka 2.8's Partition.readRecords): (epoch, end offset) of the fetcher's
+        last fetched epoch in this log when the fetcher's log diverged from it (that epoch ends
+        before ``fetch_offset``, or this log never had it), else None (read as usual). An
+        epoch this log cannot place, or an offset below its log start, is OFFSET_OUT_OF_RANGE."""
+        epoch, end = self.last_offset_for_leader_epoch(last_fetched_epoch)
+        if epoch < 0 or end < 0:
+            raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE, "Could not determine the end offset of the "
+                             f"last fetched epoch {last_fetched_epoch} from the request")
+        if fetch_offset < self.log.log_start_offset:
+            raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE, f"offset {fetch_offset} is below the log "
+                             f"start offset {self.log.log_start_offset}")
+        if epoch < last_fetched_epoch or end < fetch_offset:
+            return epoch, end
+        return None
+
+    def has_diverged(self, last_fetched_epoch: int, fetch_offset: int) -> bool:
+        """Whether a fetch must be answered at once for its last fetched epoch (diverged or refused)."""
+        try:
+            return self.diverging_epoch(last_fetched_epoch, fetch_offset) is not None
+        except KafkaError:
+            return True

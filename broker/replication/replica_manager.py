@@ -422,7 +422,7 @@ class ReplicaManager:
             self._update_follower_fetch_states(params)
         results = self.read_from_local_log(params)
         total = sum(len(r["records"]) for _, r in results)
-        errored = any(r["error_code"] for _, r in results)
+        errored = any(r["error_code"] or "diverging_epoch" in r for _, r in results)
         if params.max_wait_ms <= 0 or not params.partitions or total >= params.min_bytes or errored:
             return Completion.completed(results)
         done: Completion[list[tuple[FetchPartition, dict]]] = Completion()
@@ -440,6 +440,14 @@ class ReplicaManager:
                 p = self.leader_partition(fp.tp)
                 p.check_leader_epoch(fp.current_leader_epoch)
                 log_ = p.log
+                if fp.last_fetched_epoch >= 0:
+                    diverged = p.diverging_epoch(fp.last_fetched_epoch, fp.fetch_offset)
+                    if diverged is not None:   # no data: the fetcher truncates first (KIP-595)
+                        out.append((fp, {"error_code": 0, "high_watermark": p.high_watermark,
+                                         "last_stable_offset": p.last_stable_offset,
+                                         "log_start_offset": log_.log_start_offset, "records": b"",
+                                         "diverging_epoch": diverged}))
+                        continue
                 if not log_.offset_in_range(fp.fetch_offset):
                     raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE, f"offset {fp.fetch_offset} not in "
                                      f"[{log_.log_start_offset}, {log_.log_end_offset}]")
@@ -481,6 +489,8 @@ class ReplicaManager:
                 continue  # the read answers the fencing error; the fetch offset means nothing
             if not p.log_start_offset <= fp.fetch_offset <= p.log_end_offset:
                 continue  # out of range: not a LEO of this leader's log
+            if fp.last_fetched_epoch >= 0 and p.has_diverged(fp.last_fetched_epoch, fp.fetch_offset):
+                continue  # a diverged log's end is no LEO of this log either (Kafka 2.8)
             if p.update_follower_fetch_state(params.replica_id, fp.fetch_offset, now, fp.log_start_offset):
                 self._wake(fp.tp)
             self.delete_records_purgatory.check_and_complete(fp.tp)
@@ -551,6 +561,8 @@ class ReplicaManager:
         log_ = p.log
         if not log_.offset_in_range(fp.fetch_offset):
             return None
+        if fp.last_fetched_epoch >= 0 and p.has_diverged(fp.last_fetched_epoch, fp.fetch_offset):
+            return None   # the fetcher must hear of the divergence now (Kafka's DelayedFetch)
         end = p.fetch_end_offset(params.is_from_follower, params.isolation_level)
         if fp.fetch_offset >= end:
             return 0

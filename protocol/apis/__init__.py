@@ -12,6 +12,7 @@ from . import (
     add_offsets_to_txn,
     add_partitions_to_txn,
     alter_configs,
+    alter_isr,
     alter_partition_reassignments,
     alter_user_scram_credentials,
     api_versions,
@@ -30,6 +31,7 @@ from . import (
     describe_delegation_token,
     describe_groups,
     describe_log_dirs,
+    describe_producers,
     describe_user_scram_credentials,
     elect_leaders,
     end_txn,
@@ -57,6 +59,7 @@ from . import (
     stop_replica,
     sync_group,
     txn_offset_commit,
+    update_features,
     update_metadata,
     write_txn_markers,
 )
@@ -74,6 +77,7 @@ ALL_APIS: tuple[ModuleType, ...] = (
     elect_leaders, alter_configs, incremental_alter_configs, describe_log_dirs,
     alter_partition_reassignments, list_partition_reassignments, delete_records,
     create_delegation_token, renew_delegation_token, expire_delegation_token, describe_delegation_token,
+    describe_producers, update_features, alter_isr,
 )
 
 API_BY_KEY: dict[int, ModuleType] = {api.API_KEY: api for api in ALL_APIS}

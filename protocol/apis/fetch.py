@@ -1,7 +1,7 @@
 """Fetch (key 1): read record batches (consumers and follower replicas).
 
 Invariant: declares every version of Kafka 2.8.2's FetchRequest/FetchResponse
-(0-12, flexible 12+); the broker advertises 0-11.
+(0-12, flexible 12+), all advertised.
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from ..schema import ArrayOf, INT16, INT32, INT64, INT8, RECORDS, STRING, Struct
 API_KEY = 1
 NAME = "Fetch"
 MIN_VERSION = 0
-MAX_VERSION = 11
+MAX_VERSION = 12
 FLEXIBLE_FROM = 12
 
 Request = Message("FetchRequest", "0-12", flexible="12+", fields=[

@@ -303,3 +303,32 @@ def test_controller_requests_without_cluster_action_change_nothing(cluster):
         assert {b["host"] for b in meta["brokers"]} == {"127.0.0.1"}
     finally:
         consumer.close()
+
+
+def test_alter_isr_update_features_and_describe_producers_need_their_acls(cluster):
+    """AlterIsr needs ClusterAction and UpdateFeatures Alter on the Cluster (refused top-level,
+    nothing written), DescribeProducers Read on the topic."""
+    from odradek.protocol.apis import alter_isr, describe_producers, update_features
+    topic = new_topic(cluster, "guarded-isr", partitions=1, rf=2)
+    zk = cluster.zk
+    path = f"/brokers/topics/{topic}/partitions/0/state"
+    data, stat = zk.get(path)
+    state = json.loads(data)
+    controller = json.loads(zk.get("/controller")[0])["brokerid"]
+    raw = RawClient(f"127.0.0.1:{cluster.brokers[controller].port}")   # PLAINTEXT: User:ANONYMOUS
+    try:
+        resp = raw.request(alter_isr, 0, {
+            "broker_id": state["leader"], "broker_epoch": zk.exists(f"/brokers/ids/{state['leader']}").czxid,
+            "topics": [{"name": topic, "partitions": [{"partition_index": 0, "leader_epoch": state["leader_epoch"],
+                                                       "new_isr": [state["leader"]],
+                                                       "current_isr_version": stat.version}]}]})
+        assert (resp.error_code, list(resp.topics)) == (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, [])
+        uf = raw.request(update_features, 0, {"timeout_ms": 1000, "feature_updates": [
+            {"feature": "f", "max_version_level": 1, "allow_downgrade": False}]})
+        assert (uf.error_code, uf.error_message, list(uf.results)) == (
+            ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.", [])
+        dp = raw.request(describe_producers, 0, {"topics": [{"name": topic, "partition_indexes": [0]}]})
+        assert dp.topics[0].partitions[0].error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    finally:
+        raw.close()
+    assert zk.get(path)[1].mzxid == stat.mzxid

@@ -458,3 +458,64 @@ def test_a_new_controller_finishes_a_reassignment_the_old_one_started(cluster, t
                        120, "the new controller to finish the reassignment")
     finally:
         cluster.start_broker(controller)
+
+
+def test_alter_isr_on_the_controller(cluster):
+    """AlterIsr (56) as Kafka 2.8's controller serves it to a partition leader: a good update is
+    written to the state znode and reaches every broker's metadata; a stale broker epoch, leader
+    epoch or zk version is refused with nothing written; another broker answers NOT_CONTROLLER
+    (UpdateFeatures too)."""
+    from odradek.protocol.apis import alter_isr, metadata, update_features
+    from test_broker_e2e import RawClient
+    bs, topic = cluster.bootstrap_servers, "alter-isr"
+    create_topic(bs, topic, partitions=1, replication_factor=3)
+    zk = cluster.zk
+    path = f"/brokers/topics/{topic}/partitions/0/state"
+    wait_until(lambda: len(json.loads(zk.get(path)[0])["isr"]) == 3, 60, "a full ISR")
+    data, stat = zk.get(path)
+    state = json.loads(data)
+    leader, epoch, isr = state["leader"], state["leader_epoch"], state["isr"]
+    controller = json.loads(zk.get("/controller")[0])["brokerid"]
+    broker_epoch = zk.exists(f"/brokers/ids/{leader}").czxid
+    other = next(b for b in cluster.brokers if b != controller)
+    shrunk = [leader] + [b for b in isr if b != leader][:1]
+
+    def ask(client, leader_epoch=epoch, new_isr=shrunk, version=stat.version, b_epoch=broker_epoch):
+        return client.request(alter_isr, 0, {"broker_id": leader, "broker_epoch": b_epoch, "topics": [
+            {"name": topic, "partitions": [{"partition_index": 0, "leader_epoch": leader_epoch, "new_isr": new_isr,
+                                            "current_isr_version": version}]}]})
+
+    def one(resp):
+        assert resp.error_code == 0
+        return resp.topics[0].partitions[0]
+
+    elsewhere = RawClient(f"127.0.0.1:{cluster.brokers[other].port}")
+    on_controller = RawClient(f"127.0.0.1:{cluster.brokers[controller].port}")
+    try:
+        assert ask(elsewhere).error_code == ErrorCode.NOT_CONTROLLER
+        uf = elsewhere.request(update_features, 0, {"timeout_ms": 1000, "feature_updates": []})
+        assert (uf.error_code, uf.error_message) == (ErrorCode.NOT_CONTROLLER,
+                                                     "This is not the correct controller for this cluster.")
+        assert ask(on_controller, b_epoch=broker_epoch - 1).error_code == ErrorCode.STALE_BROKER_EPOCH
+        assert one(ask(on_controller, leader_epoch=epoch - 1)).error_code == ErrorCode.FENCED_LEADER_EPOCH
+        assert one(ask(on_controller, version=stat.version + 7)).error_code == ErrorCode.INVALID_UPDATE_VERSION
+        assert zk.get(path)[1].mzxid == stat.mzxid   # nothing written
+        done = one(ask(on_controller))
+        assert (done.error_code, done.leader_id, done.leader_epoch, list(done.isr), done.current_isr_version) == \
+            (0, leader, epoch, shrunk, stat.version + 1)
+        assert json.loads(zk.get(path)[0])["isr"] == shrunk and zk.get(path)[1].version == stat.version + 1
+
+        def isr_on(b: int) -> list[int]:
+            c = RawClient(f"127.0.0.1:{cluster.brokers[b].port}")
+            try:
+                return list(c.request(metadata, 1, {"topics": [{"name": topic}]}).topics[0].partitions[0].isr_nodes)
+            finally:
+                c.close()
+        wait_until(lambda: all(isr_on(b) == shrunk for b in cluster.brokers), 30, "every broker's metadata")
+        back = one(ask(on_controller, new_isr=isr, version=stat.version + 1))
+        assert (back.error_code, list(back.isr)) == (0, isr)
+    finally:
+        elsewhere.close()
+        on_controller.close()
+    with AdminClient(bootstrap_servers=bs) as admin:
+        admin.delete_topics([topic])

@@ -56,7 +56,7 @@ def test_api_versions_and_byte_by_byte_framing(broker):
     cid, body = decode_response(api_versions, 3, resp)
     assert cid == 11 and body.error_code == 0
     keys = {k.api_key: (k.min_version, k.max_version) for k in body.api_keys}
-    assert keys[0] == (0, 9) and keys[1] == (0, 11) and keys[18] == (0, 3) and keys[3] == (0, 11)
+    assert keys[0] == (0, 9) and keys[1] == (0, 12) and keys[18] == (0, 3) and keys[3] == (0, 11)
     assert keys[11] == (0, 7) and keys[10] == (0, 3)  # group APIs are advertised
 
 
