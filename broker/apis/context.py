@@ -36,6 +36,7 @@ if TYPE_CHECKING:  # the parts are built by KafkaServer; handlers only use them
     from ..group.service import GroupCoordinatorService
     from ..log.manager import LogManager
     from ..log.producer_state import ProducerIdManager
+    from ..quotas.request_quotas import QuotaManagers
     from ..replication.replica_manager import ReplicaManager
     from ..txn import TransactionCoordinator
     from .controller_common import ControllerView
@@ -86,6 +87,7 @@ class BrokerContext:
     dynamic_default_broker_config: dict[str, str] = field(default_factory=dict)
     static_config: KafkaConfig | None = None
     pending_auto_creates: set[str] = field(default_factory=set)
+    quotas: QuotaManagers | None = None              # client quotas (``broker/quotas/``), kept by config_changes
 
     @property
     def is_controller(self) -> bool:

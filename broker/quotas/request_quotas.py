@@ -1,0 +1,106 @@
+"""QuotaManagers: this broker's client quotas (Kafka's QuotaFactory: produce, fetch, request and
+controller-mutation managers) and what they do to one request.
+
+Invariants:
+- the configs are those of ``/config/users/...`` and ``/config/clients/...`` as
+  ``broker/config_changes.py`` last read them; ``active`` is False while no produce, fetch or
+  request quota is set anywhere, and then the request path does nothing more than read it;
+- a request's entity is its principal's name (``User:alice`` -> ``alice``, sanitized as Kafka's
+  Sanitizer) and its header's client id;
+- after a request is handled: Produce records the request's size in bytes (acks=0 too),
+  a consumer's Fetch the record bytes of its response (a follower's fetch is not measured,
+  nor are the controller's requests to brokers), and every measured request records the
+  seconds the broker spent handling it, as a percentage of one thread (request_percentage:
+  odradek handles requests on one reactor thread, so this is the reactor time spent decoding,
+  handling and encoding it; waits such as a long-poll fetch or acks=all are not counted);
+- the throttle time is the longest of the request's (Kafka: bandwidth or request quota) and
+  goes into the response's throttle_time_ms; the connection then reads nothing more from the
+  client for that time (KIP-219), and for request versions older than KIP-219 (whose clients
+  do not hold back by themselves) it also holds the response back for that time, as Kafka does.
+Unlike Kafka, a throttled fetch keeps the records it read (Kafka answers empty and unrecords),
+so a consumer under a quota smaller than one fetch still progresses; its rate stays bounded.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Mapping
+
+from odradek.zk.config_entities import QuotaKey, sanitize
+
+from .client_quotas import ClientQuotas
+
+log = logging.getLogger(__name__)
+
+PRODUCE_KEY, FETCH_KEY = 0, 1
+PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE = "producer_byte_rate", "consumer_byte_rate"
+REQUEST_PERCENTAGE, CONTROLLER_MUTATION_RATE = "request_percentage", "controller_mutation_rate"
+# Controller-to-broker requests (Kafka exempts ClusterAction): LeaderAndIsr, StopReplica,
+# UpdateMetadata, ControlledShutdown, WriteTxnMarkers.
+EXEMPT_APIS = frozenset({4, 5, 6, 7, 27})
+# The first version of each API whose client holds back by itself on throttle_time_ms (KIP-219,
+# Kafka's AbstractResponse.shouldClientThrottle); APIs not listed: every version.
+CLIENT_THROTTLES_FROM = {0: 6, 1: 8, 2: 3, 3: 6, 8: 4, 9: 4, 10: 2, 11: 3, 12: 2, 13: 2, 14: 2, 15: 2,
+                         16: 2, 18: 2, 19: 3, 20: 2, 21: 1, 22: 1, 23: 1, 24: 1, 25: 1, 26: 1, 28: 1,
+                         29: 1, 30: 1, 31: 1, 32: 2, 33: 1, 34: 1, 35: 1, 36: 1, 37: 1, 42: 2}
+
+
+def user_of(principal: str) -> str:
+    """The sanitized user name of a ``User:<name>`` principal (the quota entity's user)."""
+    return sanitize(principal.partition(":")[2] or principal)
+
+
+class QuotaManagers:
+    def __init__(self, config: Mapping[str, Any], clock: Any):
+        samples, window_s = int(config["quota.window.num"]), float(config["quota.window.size.seconds"])
+        self.produce = ClientQuotas(PRODUCER_BYTE_RATE, samples, window_s)
+        self.fetch = ClientQuotas(CONSUMER_BYTE_RATE, samples, window_s)
+        self.request = ClientQuotas(REQUEST_PERCENTAGE, samples, window_s)
+        self.mutation = ClientQuotas(CONTROLLER_MUTATION_RATE, int(config["controller.quota.window.num"]),
+                                     float(config["controller.quota.window.size.seconds"]))
+        self.kinds = (self.produce, self.fetch, self.request, self.mutation)
+        self.clock = clock
+        self.active = False
+
+    # ---------------------------------------------------------------- configs
+    def update(self, key: QuotaKey, values: Mapping[str, str]) -> None:
+        """One entity's stored configs (SCRAM and unknown names ignored) replace its quotas."""
+        for quotas in self.kinds:
+            raw = values.get(quotas.name)
+            try:
+                quotas.set(key, None if raw is None else float(raw))
+            except ValueError:
+                log.error("ignoring the %s of quota entity %s: %r is not a number", quotas.name, key, raw)
+                quotas.set(key, None)
+        self.active = self.produce.active or self.fetch.active or self.request.active
+
+    def replace_all(self, configs: Mapping[QuotaKey, Mapping[str, str]]) -> None:
+        stale = {k for q in self.kinds for k in q.configs} - set(configs)
+        for key in stale:
+            self.update(key, {})
+        for key, values in configs.items():
+            self.update(key, values)
+
+    # ---------------------------------------------------------------- one request
+    def after_request(self, api_key: int, version: int, client_id: str | None, principal: str, req: Any,
+                      body: dict | None, request_bytes: int, handler_s: float) -> tuple[int, bool]:
+        """Record the handled request (module invariants); (throttle ms, hold the response back).
+        Sets the body's throttle_time_ms when it is throttled."""
+        if api_key in EXEMPT_APIS or (api_key == FETCH_KEY and req.replica_id >= 0):
+            return 0, False
+        user, client = user_of(principal), client_id or ""
+        now = self.clock.seconds()
+        throttle = self.request.record(user, client, handler_s * 100.0, now) if self.request.active else 0
+        if api_key == PRODUCE_KEY and self.produce.active:
+            throttle = max(throttle, self.produce.record(user, client, request_bytes, now))
+        elif api_key == FETCH_KEY and self.fetch.active and body is not None:
+            throttle = max(throttle, self.fetch.record(user, client, fetched_bytes(body), now))
+        if throttle <= 0:
+            return 0, False
+        if body is not None:
+            body["throttle_time_ms"] = max(int(body.get("throttle_time_ms") or 0), throttle)
+        return throttle, version < CLIENT_THROTTLES_FROM.get(api_key, 0)
+
+
+def fetched_bytes(body: dict) -> int:
+    """The record bytes a Fetch response carries."""
+    return sum(len(p["record_set"] or b"") for t in body.get("responses", ()) for p in t["partition_responses"])
