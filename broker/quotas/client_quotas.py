@@ -93,6 +93,11 @@ class ClientQuotas:
         sensor.record(amount, now)
         return sensor.throttle_ms(now)
 
+    def unrecord(self, user: str, client: str, amount: float, now: float) -> None:
+        sensor = self.sensor(user, client, now)
+        if sensor is not None:
+            sensor.unrecord(amount, now)
+
     def throttle_ms(self, user: str, client: str, now: float) -> int:
         """The throttle time the entity is already due, recording nothing (KIP-599's strict check)."""
         sensor = self.sensor(user, client, now)

@@ -9,7 +9,9 @@ Invariants:
   Sanitizer) and its header's client id;
 - after a request is handled: Produce records the request's size in bytes (acks=0 too),
   a consumer's Fetch the record bytes of its response (a follower's fetch is not measured,
-  nor are the controller's requests to brokers), and every measured request records the
+  nor are the controller's requests to brokers); a consumer's fetch asks for at most its quota
+  times the sampled span (``fetch_max_bytes``), and a throttled one answers no records and
+  takes back what it recorded, as Kafka's; every measured request records the
   seconds the broker spent handling it, as a percentage of one thread (request_percentage:
   odradek handles requests on one reactor thread, so this is the reactor time spent decoding,
   handling and encoding it; waits such as a long-poll fetch or acks=all are not counted);
@@ -17,8 +19,6 @@ Invariants:
   goes into the response's throttle_time_ms; the connection then reads nothing more from the
   client for that time (KIP-219), and for request versions older than KIP-219 (whose clients
   do not hold back by themselves) it also holds the response back for that time, as Kafka does.
-Unlike Kafka, a throttled fetch keeps the records it read (Kafka answers empty and unrecords),
-so a consumer under a quota smaller than one fetch still progresses; its rate stays bounded.
 """
 from __future__ import annotations
 
@@ -81,6 +81,16 @@ class QuotaManagers:
             self.update(key, values)
 
     # ---------------------------------------------------------------- one request
+    def fetch_max_bytes(self, client_id: str | None, principal: str) -> int | None:
+        """The most a consumer's fetch may return under its consumer_byte_rate (Kafka's
+        getMaxValueInQuotaWindow: the quota times the sampled span), None: no quota."""
+        if not self.fetch.active:
+            return None
+        resolved = self.fetch.resolve(user_of(principal), client_id or "")
+        if resolved is None:
+            return None
+        return int(min(resolved[1] * (self.fetch.samples - 1) * self.fetch.window_s, 2 ** 31 - 1))
+
     def after_request(self, api_key: int, version: int, client_id: str | None, principal: str, req: Any,
                       body: dict | None, request_bytes: int, handler_s: float) -> tuple[int, bool]:
         """Record the handled request (module invariants); (throttle ms, hold the response back).
@@ -93,7 +103,14 @@ class QuotaManagers:
         if api_key == PRODUCE_KEY and self.produce.active:
             throttle = max(throttle, self.produce.record(user, client, request_bytes, now))
         elif api_key == FETCH_KEY and self.fetch.active and body is not None:
-            throttle = max(throttle, self.fetch.record(user, client, fetched_bytes(body), now))
+            fetched = fetched_bytes(body)
+            fetch_throttle = self.fetch.record(user, client, fetched, now)
+            if fetch_throttle > 0 or throttle > 0:   # Kafka: a throttled fetch answers no records
+                self.fetch.unrecord(user, client, fetched, now)
+                for t in body.get("responses", ()):
+                    for p in t["partition_responses"]:
+                        p["record_set"] = b""
+            throttle = max(throttle, fetch_throttle)
         if throttle <= 0:
             return 0, False
         if body is not None:
