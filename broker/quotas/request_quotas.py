@@ -15,7 +15,12 @@ Invariants:
   seconds the broker spent handling it, as a percentage of one thread (request_percentage:
   odradek handles requests on one reactor thread, so this is the reactor time spent decoding,
   handling and encoding it; waits such as a long-poll fetch or acks=all are not counted);
-- the throttle time is the longest of the request's (Kafka: bandwidth or request quota) and
+- controller mutations (KIP-599): CreateTopics, CreatePartitions and DeleteTopics record the
+  partitions each topic creates, adds or deletes (``MutationQuota``, not for validate_only);
+  from CreateTopics v6, CreatePartitions v3 and DeleteTopics v5 (strict) a topic arriving while
+  its entity is over controller_mutation_rate is refused THROTTLING_QUOTA_EXCEEDED (89) and
+  changes nothing, older versions (permissive) are always served and throttled afterwards;
+- the throttle time is the longest of the request's (bandwidth, request or mutation quota) and
   goes into the response's throttle_time_ms; the connection then reads nothing more from the
   client for that time (KIP-219), and for request versions older than KIP-219 (whose clients
   do not hold back by themselves) it also holds the response back for that time, as Kafka does.
@@ -28,6 +33,7 @@ from typing import Any, Mapping
 from odradek.zk.config_entities import QuotaKey, sanitize
 
 from .client_quotas import ClientQuotas
+from .sampled_rate import SampledRate
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +43,9 @@ REQUEST_PERCENTAGE, CONTROLLER_MUTATION_RATE = "request_percentage", "controller
 # Controller-to-broker requests (Kafka exempts ClusterAction): LeaderAndIsr, StopReplica,
 # UpdateMetadata, ControlledShutdown, WriteTxnMarkers.
 EXEMPT_APIS = frozenset({4, 5, 6, 7, 27})
+# CreateTopics, CreatePartitions, DeleteTopics: the first version refused THROTTLING_QUOTA_EXCEEDED
+STRICT_MUTATIONS_FROM = {19: 6, 37: 3, 20: 5}
+THROTTLED_MESSAGE = "The throttling quota has been exceeded."
 # The first version of each API whose client holds back by itself on throttle_time_ms (KIP-219,
 # Kafka's AbstractResponse.shouldClientThrottle); APIs not listed: every version.
 CLIENT_THROTTLES_FROM = {0: 6, 1: 8, 2: 3, 3: 6, 8: 4, 9: 4, 10: 2, 11: 3, 12: 2, 13: 2, 14: 2, 15: 2,
@@ -71,7 +80,7 @@ class QuotaManagers:
             except ValueError:
                 log.error("ignoring the %s of quota entity %s: %r is not a number", quotas.name, key, raw)
                 quotas.set(key, None)
-        self.active = self.produce.active or self.fetch.active or self.request.active
+        self.active = any(q.active for q in self.kinds)
 
     def replace_all(self, configs: Mapping[QuotaKey, Mapping[str, str]]) -> None:
         stale = {k for q in self.kinds for k in q.configs} - set(configs)
@@ -111,11 +120,55 @@ class QuotaManagers:
                     for p in t["partition_responses"]:
                         p["record_set"] = b""
             throttle = max(throttle, fetch_throttle)
+        if api_key in STRICT_MUTATIONS_FROM and body is not None:   # the handler's MutationQuota
+            throttle = max(throttle, int(body.get("throttle_time_ms") or 0))
         if throttle <= 0:
             return 0, False
         if body is not None:
             body["throttle_time_ms"] = max(int(body.get("throttle_time_ms") or 0), throttle)
         return throttle, version < CLIENT_THROTTLES_FROM.get(api_key, 0)
+
+
+    def mutation_quota(self, api_key: int, version: int, client_id: str | None, principal: str) -> MutationQuota:
+        """The controller mutation quota of one CreateTopics / CreatePartitions / DeleteTopics request."""
+        now = self.clock.seconds()
+        sensor = self.mutation.sensor(user_of(principal), client_id or "", now) if self.mutation.active else None
+        return MutationQuota(sensor, version >= STRICT_MUTATIONS_FROM[api_key], self.clock)
+
+
+class MutationQuota:
+    """Kafka's Strict- / PermissiveControllerMutationQuota for one request; ``throttle_ms`` goes
+    into its response."""
+
+    def __init__(self, sensor: SampledRate | None, strict: bool, clock: Any):
+        self.sensor, self.strict, self.clock = sensor, strict, clock
+        self.throttle_ms = 0
+
+    def admit(self, partitions: int) -> bool:
+        """Record ``partitions`` mutations; False (nothing recorded) when strict and already over."""
+        sensor = self.sensor
+        if sensor is None:
+            return True
+        now = self.clock.seconds()
+        if self.strict:
+            due = sensor.throttle_ms(now)
+            if due > 0:
+                self.throttle_ms = max(self.throttle_ms, due)
+                return False
+        sensor.record(partitions, now)
+        if not self.strict:
+            self.throttle_ms = max(self.throttle_ms, sensor.throttle_ms(now))
+        return True
+
+
+NO_MUTATION_QUOTA = MutationQuota(None, False, None)
+
+
+def mutation_quota(quotas: QuotaManagers | None, rc: Any) -> MutationQuota:
+    """The request's MutationQuota (one that admits everything while no quota is set)."""
+    if quotas is None or not quotas.mutation.active:
+        return NO_MUTATION_QUOTA
+    return quotas.mutation_quota(rc.api_key, rc.api_version, rc.client_id, rc.principal)
 
 
 def fetched_bytes(body: dict) -> int:

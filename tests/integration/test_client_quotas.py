@@ -1,7 +1,7 @@
 """Client quotas on a running broker, set and removed live (no restart) with ``odradek configs``
 (both modes) and the AdminClient, enforced on real clients: librdkafka's producer, kafka-python's
-consumer, a SASL user; DescribeClientQuotas with each filter form; bad alterations refused with
-Kafka's errors and nothing stored.
+consumer, a SASL user, CreateTopics under controller_mutation_rate; DescribeClientQuotas with each
+filter form; bad alterations refused with Kafka's errors and nothing stored.
 
 Invariant: one module-scoped 1-broker cluster (1 ZooKeeper node) with a PLAINTEXT and a
 SASL_PLAINTEXT (PLAIN) listener and ``quota.window.num=2``: a quota's rate is measured over two
@@ -236,3 +236,20 @@ def test_bad_alterations_get_kafkas_errors_and_store_nothing(cluster, entity, op
     finally:
         zk.stop()
         zk.close()
+
+
+def test_controller_mutation_rate_refuses_topics_over_the_quota_and_stores_nothing(cluster):
+    with AdminClient(bootstrap_servers=cluster.bootstrap_servers, client_id="mutator") as admin:
+        admin.alter_client_quotas([ClientQuotaAlteration(ClientQuotaEntity.of({"client-id": "mutator"}),
+                                                         (("controller_mutation_rate", 1.0),))])
+        made: list[str] = []
+
+        def refused() -> bool:   # 10 partitions a topic: the second takes the rate over 1/s
+            name = f"mutated-{len(made)}"
+            made.append(name)
+            error = admin.create_topics([NewTopic(name, 10, 1)], raise_errors=False)[name]
+            return error is not None and error.code == ErrorCode.THROTTLING_QUOTA_EXCEEDED
+        wait_until(refused, 60, "CreateTopics to be refused THROTTLING_QUOTA_EXCEEDED")
+        assert len(made) >= 2 and made[-1] not in admin.list_topics()
+    with AdminClient(bootstrap_servers=cluster.bootstrap_servers, client_id="someone-else") as admin:
+        assert admin.create_topics([NewTopic(made[-1], 10, 1)]) == {made[-1]: None}

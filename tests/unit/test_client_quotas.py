@@ -98,6 +98,21 @@ def test_the_handler_time_counts_toward_request_percentage():
     assert qm.after_request(3, 9, "c", "User:bob", None, {}, 0, 0.5)[0] == 0
 
 
+def test_strict_mutation_quotas_refuse_once_over_and_permissive_ones_throttle_after():
+    clock = task.Clock()
+    qm = _managers(clock)
+    qm.update((None, D), {"controller_mutation_rate": "1"})
+    strict = qm.mutation_quota(19, 6, "admin", "User:ANONYMOUS")
+    assert strict.admit(20) and strict.throttle_ms == 0      # under the quota before: admitted, recorded
+    assert not strict.admit(1) and strict.throttle_ms > 0     # now over: refused, the wait told
+    permissive = qm.mutation_quota(19, 5, "admin", "User:ANONYMOUS")
+    assert permissive.admit(5) and permissive.throttle_ms > 0
+    body = {"throttle_time_ms": strict.throttle_ms}
+    assert qm.after_request(19, 6, "admin", "User:ANONYMOUS", None, body, 0, 0.0)[0] == strict.throttle_ms
+    qm.update((None, D), {})
+    assert qm.mutation_quota(37, 3, "admin", "User:ANONYMOUS").admit(10 ** 6)
+
+
 def _produce_frame(version: int, correlation_id: int) -> bytes:
     body = encode_request(produce, version, correlation_id, "app", {
         "transactional_id": None, "acks": 1, "timeout_ms": 1000,
