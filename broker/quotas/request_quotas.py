@@ -28,6 +28,7 @@ Invariants:
 from __future__ import annotations
 
 import logging
+from functools import lru_cache
 from typing import Any, Mapping
 
 from odradek.zk.config_entities import QuotaKey, sanitize
@@ -53,6 +54,7 @@ CLIENT_THROTTLES_FROM = {0: 6, 1: 8, 2: 3, 3: 6, 8: 4, 9: 4, 10: 2, 11: 3, 12: 2
                          29: 1, 30: 1, 31: 1, 32: 2, 33: 1, 34: 1, 35: 1, 36: 1, 37: 1, 42: 2}
 
 
+@lru_cache(maxsize=4096)
 def user_of(principal: str) -> str:
     """The sanitized user name of a ``User:<name>`` principal (the quota entity's user)."""
     return sanitize(principal.partition(":")[2] or principal)
