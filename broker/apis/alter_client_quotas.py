@@ -83,7 +83,7 @@ def new_config(current: dict[str, str], ops: list[Any]) -> dict[str, str]:
 
 def alter(configs: ce.EntityConfigs, entries: list[Any], validate_only: bool) -> list[tuple[ErrorCode, str | None]]:
     """(code, message) per entry (blocking: reads and writes ZooKeeper)."""
-    results = []
+    results: list[tuple[ErrorCode, str | None]] = []
     for entry in entries:
         try:
             key = quota_key(list(entry.entity))

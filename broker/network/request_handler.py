@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import time
 from types import ModuleType
-from typing import Callable
+from typing import Any, Callable
 
 from twisted.internet import defer
 from twisted.python.failure import Failure
@@ -84,7 +84,7 @@ class RequestHandler:
             raise
         except Exception as e:
             result = self._error_body(module, req, header, e)
-        if timed:
+        if timed and throttle is not None:
             handler_s = time.perf_counter() - started
             if isinstance(result, defer.Deferred):
                 result.addCallback(self._throttle, rc, req, len(frame), handler_s, throttle)
@@ -96,8 +96,8 @@ class RequestHandler:
             return result
         return self._encode(result, module, header)
 
-    def _throttle(self, body: dict | None, rc: RequestContext, req, size: int, handler_s: float,
-                  throttle: Throttle) -> dict | None:
+    def _throttle(self, body: Any, rc: RequestContext, req: Any, size: int, handler_s: float,
+                  throttle: Throttle) -> Any:
         quotas = self.ctx.quotas
         if quotas is not None and quotas.active:
             ms, hold = quotas.after_request(rc.api_key, rc.api_version, rc.client_id, rc.principal, req, body,

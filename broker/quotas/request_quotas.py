@@ -61,7 +61,8 @@ def user_of(principal: str) -> str:
 
 
 class QuotaManagers:
-    def __init__(self, config: Mapping[str, Any], clock: Any):
+    def __init__(self, config: Any, clock: Any):
+        """``config``: a KafkaConfig (or any mapping of its quota.window.* names)."""
         samples, window_s = int(config["quota.window.num"]), float(config["quota.window.size.seconds"])
         self.produce = ClientQuotas(PRODUCER_BYTE_RATE, samples, window_s)
         self.fetch = ClientQuotas(CONSUMER_BYTE_RATE, samples, window_s)

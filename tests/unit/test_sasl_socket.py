@@ -29,9 +29,9 @@ def _connect(broker, clock, seen_principals):
     handler = RequestHandler(broker.ctx)
     original = handler.handle
 
-    def handle(frame, listener="PLAINTEXT", peer="", principal="User:ANONYMOUS"):
+    def handle(frame, listener="PLAINTEXT", peer="", principal="User:ANONYMOUS", throttle=None):
         seen_principals.append(principal)
-        return original(frame, listener, peer, principal)
+        return original(frame, listener, peer, principal, throttle)
     handler.handle = handle  # type: ignore[method-assign]
     security = ListenerSecurity("SASL_PLAINTEXT", "SASL_PLAINTEXT", sasl=SaslSettings(["PLAIN"], {"alice": "pw"}))
     factory = KafkaServerFactory(handler, "SASL_PLAINTEXT", 1 << 20, clock, security=security,
