@@ -13,6 +13,7 @@ from twisted.internet.testing import StringTransport
 
 from odradek.broker.apis.alter_client_quotas import new_config, quota_key
 from odradek.broker.apis.describe_client_quotas import ANY, matching, parse_filter
+from odradek.broker.config_changes import quota_key as notified_entity
 from odradek.broker.network.request_handler import RequestHandler
 from odradek.broker.network.socket_server import KafkaServerFactory
 from odradek.broker.quotas.client_quotas import ClientQuotas
@@ -156,6 +157,15 @@ def test_a_throttled_connection_is_muted_and_an_old_clients_response_held_back(b
     tr.clear()
     conn.dataReceived(_produce_frame(version, 3))
     assert tr.value() != b"" and tr.producerState != "paused"
+
+
+def test_the_entity_a_config_change_notification_names():
+    assert notified_entity("users", "alice") == ("alice", None)
+    assert notified_entity("users", "alice/clients/%3Capp%3E") == ("alice", "%3Capp%3E")
+    assert notified_entity("users", "<default>/clients/<default>") == (D, D)
+    assert notified_entity("clients", "app") == (None, "app")
+    for entity_type, name in [("users", ""), ("users", "a/b"), ("users", "a/clients/"), ("clients", "a/b")]:
+        assert notified_entity(entity_type, name) is None
 
 
 def _entity(**parts):
