@@ -96,22 +96,28 @@ def throttled(cluster, client_id: str, **extra) -> bool:
     return send(cluster, client_id, "quota-probe", 3 * RATE, **extra)[1] > 0
 
 
+def alter_client(cluster, mode: tuple[str, str], client_id: str, *change: str, applied: bool) -> str:
+    """``odradek configs`` on a client id's quotas, then wait until the broker has (un)throttled it."""
+    out = odradek(cluster, *mode, "--entity-type", "clients", "--entity-name", client_id, "--alter", *change)
+    wait_until(lambda: throttled(cluster, client_id) == applied, 60,
+               f"the broker to {'apply' if applied else 'lift'} the quotas of {client_id}")
+    return out.strip()
+
+
+def assert_held_to_the_quota(elapsed: float, throttle_ms: int) -> None:
+    assert throttle_ms > 0
+    assert elapsed >= N / RATE - BURST_S, f"{N} bytes under {RATE} B/s took {elapsed:.2f} s"
+
+
 def test_producer_quota_set_by_the_cli_throttles_live_and_removing_it_lifts_it(cluster):
     topic = create_topic(cluster, "quota-produce")
     zk = ("--zookeeper", cluster.zookeeper_connect)
-    out = odradek(cluster, *zk, "--entity-type", "clients", "--entity-name", "slow-producer", "--alter",
-                  "--add-config", f"producer_byte_rate={RATE}")
-    assert out.strip() == "Completed updating config for entity: client-id 'slow-producer'."
-    wait_until(lambda: throttled(cluster, "slow-producer"), 60, "the broker to throttle slow-producer")
-
-    elapsed, throttle_ms = send(cluster, "slow-producer", topic, N)
-    assert throttle_ms > 0
-    assert elapsed >= N / RATE - BURST_S, f"{N} bytes under {RATE} B/s took {elapsed:.2f} s"
+    out = alter_client(cluster, zk, "slow-producer", "--add-config", f"producer_byte_rate={RATE}", applied=True)
+    assert out == "Completed updating config for entity: client-id 'slow-producer'."
+    assert_held_to_the_quota(*send(cluster, "slow-producer", topic, N))
     assert send(cluster, "other-producer", topic, N)[1] == 0   # no quota for that client id
 
-    odradek(cluster, *zk, "--entity-type", "clients", "--entity-name", "slow-producer", "--alter",
-            "--delete-config", "producer_byte_rate")
-    wait_until(lambda: not throttled(cluster, "slow-producer"), 60, "the quota of slow-producer to be lifted")
+    alter_client(cluster, zk, "slow-producer", "--delete-config", "producer_byte_rate", applied=False)
     assert send(cluster, "slow-producer", topic, N)[1] == 0
 
 
@@ -141,19 +147,14 @@ def test_consumer_quota_set_through_the_admin_api_throttles_fetches_live(cluster
     topic = create_topic(cluster, "quota-consume")
     send(cluster, "filler", topic, N)
     bootstrap = ("--bootstrap-server", cluster.bootstrap_servers)
-    # the producer quota on the same entity only shows when the broker has applied the change
-    out = odradek(cluster, *bootstrap, "--entity-type", "clients", "--entity-name", "slow-consumer", "--alter",
-                  "--add-config", f"consumer_byte_rate={RATE},producer_byte_rate={RATE}")
-    assert out.strip() == "Completed updating config for client slow-consumer."
-    wait_until(lambda: throttled(cluster, "slow-consumer"), 60, "the broker to apply slow-consumer's quotas")
+    # the producer quota on the same entity shows when the broker has applied the change
+    out = alter_client(cluster, bootstrap, "slow-consumer", "--add-config",
+                       f"consumer_byte_rate={RATE},producer_byte_rate={RATE}", applied=True)
+    assert out == "Completed updating config for client slow-consumer."
+    assert_held_to_the_quota(*consume(cluster, "slow-consumer", topic, N))
 
-    elapsed, throttle_ms = consume(cluster, "slow-consumer", topic, N)
-    assert throttle_ms > 0
-    assert elapsed >= N / RATE - BURST_S, f"{N} bytes under {RATE} B/s took {elapsed:.2f} s"
-
-    odradek(cluster, *bootstrap, "--entity-type", "clients", "--entity-name", "slow-consumer", "--alter",
-            "--delete-config", "consumer_byte_rate,producer_byte_rate")
-    wait_until(lambda: not throttled(cluster, "slow-consumer"), 60, "slow-consumer's quotas to be lifted")
+    alter_client(cluster, bootstrap, "slow-consumer", "--delete-config", "consumer_byte_rate,producer_byte_rate",
+                 applied=False)
     assert consume(cluster, "slow-consumer", topic, N)[1] == 0
 
 
