@@ -23,7 +23,7 @@ from odradek.protocol.apis import produce
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.header import encode_request
 
-from broker_fixtures import Broker
+from broker_fixtures import Broker, call
 
 D = "<default>"
 CONFIG = {"quota.window.num": 11, "quota.window.size.seconds": 1, "controller.quota.window.num": 11,
@@ -222,3 +222,18 @@ def test_describe_filters_match_exact_default_and_any_strictly_or_not():
         with pytest.raises(KafkaError) as err:
             parse_filter(components)
         assert err.value.code == code
+
+
+def test_the_quota_apis_need_alter_configs_and_describe_configs_on_the_cluster(broker):
+    from odradek.broker.apis import alter_client_quotas, describe_client_quotas
+    from odradek.broker.security.authorizer import AclAuthorizer
+    broker.ctx.authorizer = AclAuthorizer()
+    entry = {"entity": [{"entity_type": "client-id", "entity_name": "app"}],
+             "ops": [{"key": "producer_byte_rate", "value": 1.0, "remove": False}]}
+    altered = call(broker, alter_client_quotas, 1, {"entries": [entry], "validate_only": False})
+    assert [e.error_code for e in altered.entries] == [ErrorCode.CLUSTER_AUTHORIZATION_FAILED]
+    described = call(broker, describe_client_quotas, 1, {"components": [], "strict": False})
+    assert described.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED and described.entries is None
+    broker.ctx.authorizer = AclAuthorizer(super_users=["User:ANONYMOUS"])   # allowed: on to ZooKeeper (none here)
+    assert call(broker, describe_client_quotas, 1, {"components": [], "strict": False}).error_code == \
+        ErrorCode.UNKNOWN_SERVER_ERROR
