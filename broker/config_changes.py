@@ -27,8 +27,12 @@ Invariants:
   cleaner's backoff) take the change whole or not at all: one that cannot (a keystore that does not
   load) keeps every current config, with one error line; password values are decoded here with
   ``password.encoder.secret`` and never logged.
-Other entity types (another broker, users, clients) are acknowledged without effect: odradek has no
-client quotas yet, and users' SCRAM credentials are read at each login.
+- client quotas: every quota entity (``/config/users/<u>``, ``/config/users/<u>/clients/<c>``,
+  ``/config/clients/<c>``, ``<default>`` for defaults) is read at start into ``ctx.quotas``
+  (``broker/quotas/``), and a notification ``users/...`` or ``clients/...`` re-reads that one
+  entity, so a quota set or removed applies on every broker within the notification's latency.
+Other entity types (another broker) are acknowledged without effect; users' SCRAM credentials are
+read at each login.
 """
 from __future__ import annotations
 
@@ -39,6 +43,7 @@ from typing import Any, Callable
 from twisted.internet import defer
 
 from odradek.zk import znodes as zn
+from odradek.zk.config_entities import CLIENTS, USERS, EntityConfigs, QuotaKey, quota_znode
 
 from .config.dynamic import (DEFAULT_LEVEL, decode_passwords, effective_config, is_password, key_of, per_broker_only,
                              throttle_rates, validate)
@@ -74,6 +79,7 @@ class ConfigChangeListener:
     async def start(self) -> None:
         if self.zk is not None:
             await self._apply_broker_config()
+            await self._load_quotas()
         await self.changed()
 
     def stop(self) -> None:
@@ -115,6 +121,8 @@ class ConfigChangeListener:
                 self.apply_topic_config(name, overrides)
             elif entity_type == "brokers" and name in (str(self.ctx.broker_id), DEFAULT_LEVEL):
                 await self._apply_broker_config()
+            elif entity_type in (USERS, CLIENTS) and (key := quota_key(entity_type, name)) is not None:
+                await self._apply_quota(key)
             elif entity_type:
                 log.info("config change of %s/%s: no dynamic %s configs are applied by odradek", entity_type,
                          name, entity_type)
@@ -146,6 +154,22 @@ class ConfigChangeListener:
                 except Exception:  # noqa: BLE001 - another broker purged it first
                     pass
         return out
+
+    async def _load_quotas(self) -> None:
+        quotas, admin = self.ctx.quotas, self.ctx.admin
+        if quotas is not None and admin is not None:
+            quotas.replace_all(await self.run_in_thread(EntityConfigs(admin).all_quota_configs))
+            if any(q.active for q in quotas.kinds):
+                log.info("broker %d: client quotas loaded", self.ctx.broker_id)
+
+    async def _apply_quota(self, key: QuotaKey) -> None:
+        quotas = self.ctx.quotas
+        if quotas is None:
+            return
+        values = await self.run_in_thread(self.zk.get_entity_config, *quota_znode(key))
+        quotas.update(key, values)
+        log.info("broker %d: client quota entity %s: %s", self.ctx.broker_id, "/".join(quota_znode(key)),
+                 _show({k: v for k, v in values.items() if k in {q.name for q in quotas.kinds}}))
 
     async def _apply_broker_config(self) -> None:
         broker = await self.run_in_thread(self.zk.get_entity_config, "brokers", str(self.ctx.broker_id))
@@ -213,6 +237,18 @@ class ConfigChangeListener:
         controller = ctx.controller
         if config["unclean.leader.election.enable"] and controller is not None and controller.is_active:
             controller.topic_unclean_leader_election_enabled(topic)
+
+
+def quota_key(entity_type: str, name: str) -> QuotaKey | None:
+    """The quota entity a ``users/...`` or ``clients/...`` notification names (None: not one)."""
+    parts = name.split("/")
+    if entity_type == CLIENTS and len(parts) == 1 and parts[0]:
+        return None, parts[0]
+    if entity_type == USERS and len(parts) == 1 and parts[0]:
+        return parts[0], None
+    if entity_type == USERS and len(parts) == 3 and parts[1] == CLIENTS and parts[0] and parts[2]:
+        return parts[0], parts[2]
+    return None
 
 
 def _show(overrides: dict[str, str]) -> str:

@@ -172,6 +172,8 @@ class KafkaServer:
             group_coordinator=self.group_service.coordinator, group_service=self.group_service,
             txn_coordinator=self.txn_service.coordinator,
             controller_view=controller_view, static_config=cfg)
+        from .quotas.request_quotas import QuotaManagers   # client quotas, filled by config_changes
+        self.ctx.quotas = QuotaManagers(cfg, self.reactor)
         self.ctx.topic_configs.update(self._initial_topic_configs)
         from .config_changes import ConfigChangeListener   # /config/changes, applied live from now on
         self.config_changes = ConfigChangeListener(self.zk, self.reactor, self._in_thread, self.ctx)

@@ -444,6 +444,22 @@ class AdminClient(PartitionAdmin):
                                  self.config["retry.backoff.ms"] / 1000.0).alter(alterations)
         return self._finish(results, raise_errors)
 
+    # -- client quotas (client/quota_admin.py) ---------------------------------------------
+
+    def describe_client_quotas(self, components: Iterable[Any] = (), strict: bool = False
+                               ) -> dict[Any, dict[str, float]]:
+        """{ClientQuotaEntity: {key: value}} of the entities the ``ClientQuotaFilterComponent``s match."""
+        from . import quota_admin as qa
+        resp = self._call(qa.DESCRIBE_API, qa.describe_body(components, strict), lambda: sorted(self._cluster.brokers))
+        return qa.describe_result(resp)
+
+    def alter_client_quotas(self, alterations: Iterable[Any], validate_only: bool = False,
+                            raise_errors: bool = True) -> dict[Any, KafkaError | None]:
+        """Apply ``ClientQuotaAlteration``s: {ClientQuotaEntity: None | KafkaError}."""
+        from . import quota_admin as qa
+        resp = self._call(qa.ALTER_API, qa.alter_body(alterations, validate_only), lambda: sorted(self._cluster.brokers))
+        return self._finish(qa.alter_result(resp), raise_errors)  # type: ignore[arg-type]
+
     # -- ACLs (client/acl_admin.py) ---------------------------------------------------------
 
     def _acl_admin(self) -> Any:

@@ -1,9 +1,10 @@
 """``odradek configs --bootstrap-server``: kafka-configs.sh's admin-API mode: users' SCRAM
-credentials, and ``--describe [--all]`` of topics and brokers (DescribeConfigs).
+credentials, user / client-id / <user, client-id> quotas (DescribeClientQuotas,
+AlterClientQuotas), and ``--describe [--all]`` / ``--alter`` of topics and brokers.
 
 Invariant: receives a request already parsed and checked by ``odradek.zk.configs_cli`` (plain
-attributes: action, entity_type, entity_name, to_add, to_delete, scram, bootstrap_server,
-command_config) and talks to the cluster only through ``AdminClient`` configured from
+attributes: action, entity_type, entity_name, with_clients, client_name, to_add, to_delete,
+scram, bootstrap_server, command_config) and talks to the cluster only through ``AdminClient`` configured from
 ``--command-config`` (security.protocol, sasl.*, ssl.*). Output lines are kafka-configs.sh's;
 a password is never printed; every error is one ``Error: ...`` line and exit code 1.
 """
@@ -14,6 +15,7 @@ from typing import Any
 from odradek.protocol.errors import ErrorCode, KafkaError
 
 from .admin import AdminClient
+from .quota_admin import CLIENT_ID, USER, ClientQuotaAlteration, ClientQuotaEntity, ClientQuotaFilterComponent
 from .scram_admin import ScramCredentialInfo, UserScramCredentialDeletion, UserScramCredentialUpsertion
 from .tools import ToolError, properties_file, run_tool
 
@@ -23,7 +25,8 @@ EXCEPTION_NAMES = {ErrorCode.RESOURCE_NOT_FOUND: "ResourceNotFoundException",
                    ErrorCode.DUPLICATE_RESOURCE: "DuplicateResourceException",
                    ErrorCode.UNACCEPTABLE_CREDENTIAL: "UnacceptableCredentialException",
                    ErrorCode.UNSUPPORTED_SASL_MECHANISM: "UnsupportedSaslMechanismException",
-                   ErrorCode.CLUSTER_AUTHORIZATION_FAILED: "ClusterAuthorizationException"}
+                   ErrorCode.CLUSTER_AUTHORIZATION_FAILED: "ClusterAuthorizationException",
+                   ErrorCode.INVALID_REQUEST: "InvalidRequestException"}
 
 
 def run(request: Any) -> int:
@@ -37,15 +40,15 @@ def _run(request: Any) -> int:
             if request.action == "describe":
                 return describe_configs(admin, request.entity_type, request.entity_name, request.describe_all)
             return alter_configs(admin, request)
-    if request.entity_type != "users":
-        raise ToolError("odradek configs --bootstrap-server describes and alters topics and brokers, and users' "
-                        f"SCRAM credentials; use --zookeeper for {request.entity_type}")
-    if request.entity_name == "":
-        raise ToolError("The use of --entity-default or --user-defaults is not allowed with User SCRAM "
-                        "Credentials using --bootstrap-server.")
     config = {**properties_file(request.command_config), "bootstrap.servers": request.bootstrap_server}
     with AdminClient(config) as admin:
-        return describe(admin, request.entity_name) if request.action == "describe" else alter(admin, request)
+        if request.action == "describe":
+            describe_quotas(admin, request)
+            # SCRAM credentials too, unless clients or a default are described (kafka-configs)
+            if request.entity_type == "users" and not request.with_clients and request.entity_name != "":
+                return describe(admin, request.entity_name)
+            return 0
+        return alter_user_or_client(admin, request)
 
 
 def describe_line(user: str, found: list[ScramCredentialInfo] | KafkaError) -> str:
@@ -64,17 +67,96 @@ def describe(admin: AdminClient, user: str | None) -> int:
     return 1 if any(isinstance(r, KafkaError) for r in results.values()) else 0
 
 
-def alter(admin: AdminClient, request: Any) -> int:
-    user = request.entity_name
-    unknown = sorted(k for k in [*request.to_add, *request.to_delete]
-                     if k not in SCRAM_MECHANISMS and k not in QUOTA_CONFIGS)
-    if unknown:
+# ---------------------------------------------------------------- quotas
+
+def _types_and_names(request: Any) -> tuple[list[str], list[str]]:
+    types = [USER if request.entity_type == "users" else CLIENT_ID] + ([CLIENT_ID] if request.with_clients else [])
+    return types, request.entity_names()
+
+
+def java_double(value: float) -> str:
+    """A double as Java's Double.toString prints it (what kafka-configs shows): 1024.0, 1.0E7."""
+    if value != 0 and not 1e-3 <= abs(value) < 1e7:
+        mantissa, exponent = f"{value:.16E}".split("E")
+        mantissa = mantissa.rstrip("0")
+        return f"{mantissa}{'0' if mantissa.endswith('.') else ''}E{int(exponent)}"
+    return repr(float(value))
+
+
+def _quota_components(request: Any) -> list[ClientQuotaFilterComponent]:
+    types, names = _types_and_names(request)
+    out = []
+    for i, kind in enumerate(types):
+        name = names[i] if i < len(names) else None
+        out.append(ClientQuotaFilterComponent.of_entity_type(kind) if name is None else
+                   ClientQuotaFilterComponent.of_default_entity(kind) if name == "" else
+                   ClientQuotaFilterComponent.of_entity(kind, name))
+    return out
+
+
+def quota_line(entity: ClientQuotaEntity, values: dict[str, float]) -> str:
+    kinds = {USER: "user-principal", CLIENT_ID: "client-id"}
+    parts = [f"{kinds.get(t, t)} '{n}'" if n is not None else f"the default {kinds.get(t, t)}" for t, n in entity.entries]
+    return f"Quota configs for {', '.join(parts)} are {', '.join(f'{k}={java_double(v)}' for k, v in values.items())}"
+
+
+def describe_quotas(admin: AdminClient, request: Any) -> None:
+    """kafka-configs' describeQuotaConfigs: every entity the (strict) filter matches."""
+    for entity, values in admin.describe_client_quotas(_quota_components(request), strict=True).items():
+        print(quota_line(entity, values))
+
+
+def alter_user_or_client(admin: AdminClient, request: Any) -> int:
+    """kafka-configs' --alter of users / clients: quotas, or (a user alone) SCRAM credentials."""
+    keys = [*request.to_add, *request.scram, *request.to_delete]
+    unknown = sorted(k for k in keys if k not in SCRAM_MECHANISMS and k not in QUOTA_CONFIGS)
+    scram = sorted(k for k in keys if k in SCRAM_MECHANISMS)
+    quotas = [k for k in keys if k in QUOTA_CONFIGS]
+    if request.entity_type == "clients" or request.with_clients:
+        if unknown or scram:
+            raise ToolError("Only quota configs can be altered for 'clients' using --bootstrap-server. "
+                            f"Unexpected config names: {', '.join(unknown + scram)}")
+    elif unknown:
         raise ToolError("Only quota and SCRAM credential configs can be altered for 'users' using "
                         f"--bootstrap-server. Unexpected config names: {', '.join(unknown)}")
-    quotas = sorted(k for k in [*request.to_add, *request.to_delete] if k in QUOTA_CONFIGS)
+    elif scram and request.entity_name == "":
+        raise ToolError("The use of --entity-default or --user-defaults is not allowed with User SCRAM "
+                        "Credentials using --bootstrap-server.")
+    elif scram and quotas:
+        raise ToolError("Cannot alter both quota and SCRAM credential configs simultaneously for 'users' "
+                        "using --bootstrap-server.")
     if quotas:
-        raise ToolError(f"user quota configs ({', '.join(quotas)}) go through --zookeeper in odradek "
-                        "(AlterClientQuotas is not served)")
+        alter_quotas(admin, request)
+    else:
+        alter(admin, request)
+    return 0
+
+
+def alter_quotas(admin: AdminClient, request: Any) -> None:
+    components = _quota_components(request)
+    old = next(iter(admin.describe_client_quotas(components, strict=True).values()), {})
+    missing = [k for k in request.to_delete if k not in old]
+    if missing:
+        raise ToolError(f"Invalid config(s): {','.join(missing)}")
+    ops: list[tuple[str, float | None]] = []
+    for key, value in request.to_add.items():
+        try:
+            ops.append((key, float(value)))
+        except ValueError:
+            raise ToolError(f"Cannot parse quota configuration value for {key}: {value}") from None
+    ops += [(key, None) for key in request.to_delete]
+    types, names = _types_and_names(request)
+    entity = ClientQuotaEntity.of({t: (n or None) for t, n in zip(types, names)})
+    try:
+        admin.alter_client_quotas([ClientQuotaAlteration(entity, tuple(ops))])
+    except KafkaError as e:
+        raise ToolError(f"{EXCEPTION_NAMES.get(e.code, e.code.name)}: {e.message}") from None
+    print(f"Completed updating config for {request.entity_type[:-1]} {request.entity_name}." if request.entity_name
+          else f"Completed updating default config for {request.entity_type} in the cluster.")
+
+
+def alter(admin: AdminClient, request: Any) -> int:
+    user = request.entity_name
     alterations: list[Any] = [UserScramCredentialDeletion(user, m) for m in request.to_delete]
     alterations += [UserScramCredentialUpsertion(user, m, password, iterations)
                     for m, (iterations, password) in request.scram.items()]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from typing import Optional
 from urllib.parse import quote, unquote_plus
 
 from kazoo.exceptions import NoNodeError
@@ -25,6 +26,10 @@ TOPICS, BROKERS, USERS, CLIENTS = "topics", "brokers", "users", "clients"
 ENTITY_TYPES = (TOPICS, CLIENTS, USERS, BROKERS)
 DEFAULT_ENTITY = "<default>"   # Kafka's ConfigEntityName.Default
 SCRAM_MECHANISMS = tuple(MECHANISMS)   # SCRAM-SHA-256, SCRAM-SHA-512
+# A quota entity as stored: (sanitized user or <default>, sanitized client id or <default>), None
+# where the entity has no such part: ("alice", None) is /config/users/alice, (None, "<default>")
+# /config/clients/<default>, ("alice", "app") /config/users/alice/clients/app.
+QuotaKey = tuple[Optional[str], Optional[str]]
 
 # Kafka 2.8's DynamicConfig.User / DynamicConfig.Client quota names and their types.
 QUOTA_CONFIGS: dict[str, type] = {"producer_byte_rate": int, "consumer_byte_rate": int,
@@ -46,6 +51,21 @@ def sanitize(name: str) -> str:
 
 def desanitize(name: str) -> str:
     return unquote_plus(name)
+
+
+def quota_znode(key: QuotaKey) -> tuple[str, str]:
+    """(entity type, name under /config/<type>) of a quota entity (Kafka's ZkAdminManager paths)."""
+    user, client = key
+    if user is not None:
+        return USERS, user if client is None else f"{user}/clients/{client}"
+    if client is None:
+        raise ValueError("a quota entity has a user, a client id or both")
+    return CLIENTS, client
+
+
+def quota_values(config: Mapping[str, str]) -> dict[str, str]:
+    """The quota configs among an entity's configs (a user's also holds SCRAM credentials)."""
+    return {k: v for k, v in config.items() if k in QUOTA_CONFIGS}
 
 
 def validate_quota_configs(entity_type: str, config: Mapping[str, str], allow_scram: bool) -> None:
@@ -136,6 +156,22 @@ class EntityConfigs:
         self.zk.ensure_path(ConfigEntityChangeNotificationZNode.path)
         self.zk.create(ConfigEntityChangeNotificationSequenceZNode.path,
                        ConfigEntityChangeNotificationSequenceZNode.encode(f"{entity_type}/{name}"), sequence=True)
+
+    # ---------------------------------------------------------------- client quotas
+    def quota_config(self, key: QuotaKey) -> dict[str, str]:
+        """Every config of one quota entity's znode (SCRAM credentials too, for a user)."""
+        return self.fetch(*quota_znode(key))
+
+    def all_quota_configs(self) -> dict[QuotaKey, dict[str, str]]:
+        """The quota configs of every user, <user, client> and client entity that has some."""
+        out: dict[QuotaKey, dict[str, str]] = {}
+        for user in self.names(USERS):
+            out[(user, None)] = quota_values(self.fetch(USERS, user))
+            for client in self.names(f"{USERS}/{user}/{CLIENTS}"):
+                out[(user, client)] = quota_values(self.fetch(USERS, f"{user}/{CLIENTS}/{client}"))
+        for client in self.names(CLIENTS):
+            out[(None, client)] = quota_values(self.fetch(CLIENTS, client))
+        return {k: v for k, v in out.items() if v}
 
     # ---------------------------------------------------------------- users' SCRAM credentials
     def scram_credentials(self, user: str) -> dict[str, ScramCredential]:

@@ -88,6 +88,17 @@ class ConfigsRequest:
     bootstrap_server: str | None = None
     command_config: str | None = None
     describe_all: bool = False
+    # a <user, client-id> entity (``--entity-type users ... --entity-type clients ...``): the client
+    # part, "" = the default, None = every client of the user(s) (describe only)
+    with_clients: bool = False
+    client_name: str | None = None
+
+    def entity_types(self) -> list[str]:
+        return [self.entity_type, ce.CLIENTS] if self.with_clients else [self.entity_type]
+
+    def entity_names(self) -> list[str]:
+        """The names given, in entity-type order (kafka-configs' entityNames)."""
+        return [n for n in (self.entity_name, self.client_name) if n is not None]
 
 
 # ---------------------------------------------------------------- parsing (both modes)
@@ -135,11 +146,15 @@ def check_args(args: argparse.Namespace) -> ConfigsRequest:
             raise CommandError(f"Invalid entity type {t}, the entity type must be one of {','.join(ce.ENTITY_TYPES)}")
     if not types:
         raise CommandError("At least one entity type must be specified")
-    if len(types) > 1:
-        raise CommandError("odradek configs handles one entity type at a time "
-                           "(<user, client> quotas are not supported)")
-    if len(names) > 1:
+    if len(types) > 1 and set(types) != {ce.USERS, ce.CLIENTS}:
+        raise CommandError("Only the entity types users and clients can be combined (a <user, client-id> quota)")
+    if len(names) > len(types):
         raise CommandError("More entity names specified than entity types")
+    if args.alter and len(types) > 1 and len(names) != len(types):
+        raise CommandError("--entity-name or --entity-default must be specified with each --entity-type for --alter")
+    if len(types) > 1 and types[0] == ce.CLIENTS:   # kafka-configs takes them in either order
+        types.reverse()
+        names.reverse()
     entity_type, name = types[0], (names[0] if names else None)
     if args.zookeeper and args.bootstrap_server:
         raise CommandError("Only one of --bootstrap-server or --zookeeper must be specified")
@@ -153,7 +168,8 @@ def check_args(args: argparse.Namespace) -> ConfigsRequest:
         raise CommandError("--entity-default is not valid for topics: give --entity-name")
     request = ConfigsRequest(action, entity_type, name, zookeeper=args.zookeeper,
                              bootstrap_server=args.bootstrap_server, command_config=args.command_config,
-                             describe_all=args.all)
+                             describe_all=args.all, with_clients=len(types) > 1,
+                             client_name=names[1] if len(names) > 1 else None)
     if action == "alter":
         if name is None:
             if entity_type == ce.TOPICS:
@@ -167,6 +183,8 @@ def check_args(args: argparse.Namespace) -> ConfigsRequest:
         request.to_delete = parse_delete_config(args.delete_config)
         if entity_type == ce.USERS:
             request.scram = take_scram_specs(request.to_add)
+            if request.scram and request.with_clients:
+                raise CommandError("SCRAM credentials belong to a user: not to a <user, client-id> entity")
     return request
 
 
@@ -195,6 +213,11 @@ def entity_label(entity_type: str, stored_name: str) -> str:
         return f"default {kind}"
     shown = ce.desanitize(stored_name) if entity_type in (ce.USERS, ce.CLIENTS) else stored_name
     return f"{kind} '{shown}'"
+
+
+def quota_label(user: str, client: str | None) -> str:
+    """kafka-configs' ConfigEntity: "user-principal 'u', client-id 'c'" (stored names)."""
+    return entity_label(ce.USERS, user) + ("" if client is None else ", " + entity_label(ce.CLIENTS, client))
 
 
 def stored_name(entity_type: str, name: str) -> str:
@@ -256,10 +279,16 @@ def alter_with_zk(zk: KazooClient, request: ConfigsRequest) -> None:
     configs = ce.EntityConfigs(AdminZkClient(zk))
     assert request.entity_name is not None
     name = stored_name(request.entity_type, request.entity_name)
+    label = entity_label(request.entity_type, name)
     try:
         to_add = prepare_additions(configs, request, name)
     except ce.InvalidConfig as exc:
         raise CommandError(str(exc)) from None
+    if request.with_clients:
+        assert request.client_name is not None
+        client = stored_name(ce.CLIENTS, request.client_name)
+        label = quota_label(name, client)
+        name = ce.quota_znode((name, client))[1]
     current = configs.fetch(request.entity_type, name)
     missing = [k for k in request.to_delete if k not in current]
     if missing:
@@ -268,11 +297,13 @@ def alter_with_zk(zk: KazooClient, request: ConfigsRequest) -> None:
     for key in request.to_delete:
         current.pop(key, None)
     configs.change(request.entity_type, name, current)
-    print(f"Completed updating config for entity: {entity_label(request.entity_type, name)}.")
+    print(f"Completed updating config for entity: {label}.")
 
 
 def describe_with_zk(zk: KazooClient, request: ConfigsRequest) -> None:
     configs = ce.EntityConfigs(AdminZkClient(zk))
+    if request.with_clients:
+        return describe_user_clients_with_zk(configs, request)
     if request.entity_name is None:
         names = configs.names(request.entity_type)
     else:
@@ -283,6 +314,23 @@ def describe_with_zk(zk: KazooClient, request: ConfigsRequest) -> None:
             continue  # as Kafka: no line for user nodes that hold only <user, client> quotas
         shown = ",".join(f"{k}={ce.describe_value(k, v)}" for k, v in config.items())
         print(f"Configs for {entity_label(request.entity_type, name)} are {shown}")
+
+
+def describe_user_clients_with_zk(configs: ce.EntityConfigs, request: ConfigsRequest) -> None:
+    """<user, client-id> entities as kafka-configs' ConfigEntity.getAllEntities finds them: named
+    ones, every client of a named user, or (no user named) every client of every user."""
+    if request.entity_name is None:
+        users = configs.names(ce.USERS)
+    else:
+        users = [stored_name(ce.USERS, request.entity_name)]
+    for user in users:
+        if request.entity_name is not None and request.client_name is not None:
+            clients = [stored_name(ce.CLIENTS, request.client_name)]
+        else:
+            clients = configs.names(f"{ce.USERS}/{user}/{ce.CLIENTS}")
+        for client in clients:
+            config = configs.quota_config((user, client))
+            print(f"Configs for {quota_label(user, client)} are {','.join(f'{k}={v}' for k, v in config.items())}")
 
 
 def main(argv: list[str]) -> int:

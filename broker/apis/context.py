@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # the parts are built by KafkaServer; handlers only use them
     from ..group.service import GroupCoordinatorService
     from ..log.manager import LogManager
     from ..log.producer_state import ProducerIdManager
+    from ..quotas.request_quotas import QuotaManagers
     from ..replication.replica_manager import ReplicaManager
     from ..txn import TransactionCoordinator
     from .controller_common import ControllerView
@@ -94,6 +95,7 @@ class BrokerContext:
     reconfigurables: list[Any] = field(default_factory=list)
     pending_auto_creates: set[str] = field(default_factory=set)
     features: FinalizedFeatures = field(default_factory=FinalizedFeatures)   # /feature (``broker/features.py``)
+    quotas: QuotaManagers | None = None              # client quotas (``broker/quotas/``), kept by config_changes
 
     @property
     def is_controller(self) -> bool:

@@ -11,6 +11,8 @@ through AdminZkClient in a thread (``validate_only`` writes nothing). Topics tha
 are answered once the metadata cache shows every partition with a leader, or
 REQUEST_TIMED_OUT. With an authorizer, Alter on the topic is needed
 (TOPIC_AUTHORIZATION_FAILED, after the duplicate check).
+A client's controller_mutation_rate quota (KIP-599, ``broker/quotas/``) counts the partitions
+each topic gains; from v3 a topic arriving while over it is THROTTLING_QUOTA_EXCEEDED and changes nothing.
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from odradek.protocol.apis import create_partitions as API
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.zk import topics as topic_rules
 
+from ..quotas.request_quotas import THROTTLED_MESSAGE, mutation_quota
 from .authz import ALTER, TOPIC, denied
 from .context import BrokerContext, RequestContext, admin_error, await_leaders
 
@@ -58,6 +61,7 @@ async def _handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:
     refused = denied(ctx, rc, ALTER, TOPIC, names)
     results: dict[str, dict] = {}
     grown: dict[str, int] = {}
+    mutations = mutation_quota(ctx.quotas, rc)
     for topic in req.topics:
         name = topic.name
         if name in results:
@@ -77,6 +81,10 @@ async def _handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:
             assignments = None if topic.assignments is None else [list(a.broker_ids) for a in topic.assignments]
             try:
                 _check_name(name)
+                current = len(ctx.metadata_cache.partitions(name) or {})
+                if not req.validate_only and not mutations.admit(max(topic.count - current, 0)):
+                    results[name] = _result(name, ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED_MESSAGE)
+                    continue
                 new = await ctx.run_in_thread(admin.create_partitions, name, topic.count, assignments,
                                               bool(req.validate_only))
                 results[name] = _result(name, ErrorCode.NONE)
@@ -96,7 +104,7 @@ async def _handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:
         if n not in seen:
             seen.add(n)
             out.append(results[n])
-    return {"throttle_time_ms": 0, "results": out}
+    return {"throttle_time_ms": mutations.throttle_ms, "results": out}
 
 
 def error_response(req, version: int, code: ErrorCode) -> dict:

@@ -11,6 +11,8 @@ authorizer, Create on the Cluster or on the topic is needed (TOPIC_AUTHORIZATION
 From v5 a created (or validated) topic's answer carries its partition count, replication factor
 and every config as DescribeConfigs would show it (KIP-525; without DescribeConfigs on the topic,
 topic_config_error_code TOPIC_AUTHORIZATION_FAILED and no configs), from v7 its topic id.
+A client's controller_mutation_rate quota (KIP-599, ``broker/quotas/``) counts the partitions
+each created topic has; from v6 a topic arriving while over it is THROTTLING_QUOTA_EXCEEDED and changes nothing.
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ from odradek.zk import topics as topic_rules
 from odradek.zk.znodes import ConfigEntityZNode, TopicZNode
 
 from ..config import describe
+from ..quotas.request_quotas import THROTTLED_MESSAGE, mutation_quota
 from .authz import CLUSTER, CREATE, DESCRIBE_CONFIGS, TOPIC, authorize, denied
 from .context import BrokerContext, RequestContext, admin_error, await_leaders
 
@@ -90,6 +93,7 @@ async def _handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:
     refused = set() if authorize(ctx, rc, CREATE, CLUSTER) else denied(ctx, rc, CREATE, TOPIC, names)
     results: dict[str, dict] = {}
     created: dict[str, int] = {}
+    mutations = mutation_quota(ctx.quotas, rc)
     for topic in req.topics:
         name = topic.name
         if name in dups:
@@ -106,6 +110,9 @@ async def _handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:
         try:
             assignment, configs = plan(ctx, topic, validate_only)
             topic_id = ZERO_UUID
+            if not validate_only and not mutations.admit(len(assignment)):
+                results[name] = _result(name, ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED_MESSAGE)
+                continue
             if validate_only:
                 await ctx.run_in_thread(admin.validate_topic_create, name, assignment, configs)
             else:
@@ -128,7 +135,7 @@ async def _handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:
         if n not in seen:
             seen.add(n)
             topics.append(results[n])
-    return {"throttle_time_ms": 0, "topics": topics}
+    return {"throttle_time_ms": mutations.throttle_ms, "topics": topics}
 
 
 def _described(ctx: BrokerContext, rc: RequestContext, name: str, assignment: dict[int, list[int]],

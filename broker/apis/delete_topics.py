@@ -7,6 +7,8 @@ and each answer carries both); otherwise
 /admin/delete_topics/<t> is created through AdminZkClient in a thread and the
 answer waits until the metadata cache no longer has the topic, or REQUEST_TIMED_OUT. With an
 authorizer, Delete on the topic is needed (TOPIC_AUTHORIZATION_FAILED, checked before existence).
+A client's controller_mutation_rate quota (KIP-599, ``broker/quotas/``) counts the partitions
+each deleted topic had; from v5 a topic arriving while over it is THROTTLING_QUOTA_EXCEEDED and changes nothing.
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from odradek.protocol.apis import delete_topics as API
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.primitives import ZERO_UUID
 
+from ..quotas.request_quotas import THROTTLED_MESSAGE, mutation_quota
 from .authz import DELETE, TOPIC, denied
 from .context import BrokerContext, RequestContext, wait_for_metadata
 
@@ -57,6 +60,7 @@ async def _handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:
     codes: dict[str, ErrorCode] = {}
     pending: list[str] = []
     refused = denied(ctx, rc, DELETE, TOPIC, names)
+    mutations = mutation_quota(ctx.quotas, rc)
     for name in names:
         admin = ctx.controller_admin()
         if admin is None:
@@ -67,6 +71,8 @@ async def _handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:
             codes[name] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         elif not cache.contains_topic(name):
             codes[name] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        elif not mutations.admit(len(cache.partitions(name) or {})):
+            codes[name] = ErrorCode.THROTTLING_QUOTA_EXCEEDED
         else:
             try:
                 await ctx.run_in_thread(admin.delete_topic, name)
@@ -89,11 +95,13 @@ async def _handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:
                 if cache.contains_topic(t):
                     codes[t] = ErrorCode.REQUEST_TIMED_OUT
     ids = {n: cache.topic_id(n) or ZERO_UUID for n in names}
-    return {"throttle_time_ms": 0, "responses": early + [_answer(n, ids[n], codes[n]) for n in names]}
+    return {"throttle_time_ms": mutations.throttle_ms,
+            "responses": early + [_answer(n, ids[n], codes[n]) for n in names]}
 
 
 def _answer(name: str | None, topic_id: uuid.UUID, code: ErrorCode) -> dict:
-    return {"name": name, "topic_id": topic_id, "error_code": int(code)}
+    message = THROTTLED_MESSAGE if code == ErrorCode.THROTTLING_QUOTA_EXCEEDED else None
+    return {"name": name, "topic_id": topic_id, "error_code": int(code), "error_message": message}
 
 
 def error_response(req, version: int, code: ErrorCode) -> dict:

@@ -58,6 +58,11 @@ def handle(ctx: BrokerContext, rc: RequestContext, req):
                                    p.current_leader_epoch, p.log_start_offset, p.last_fetched_epoch)
                     for t in req.topics if t.topic not in refused for p in t.partitions])
     read_committed = params.isolation_level == 1
+    quotas = ctx.quotas
+    if quotas is not None and quotas.active and req.replica_id < 0:   # a consumer under consumer_byte_rate
+        cap = quotas.fetch_max_bytes(rc.client_id, rc.principal)
+        if cap is not None and cap < params.max_bytes:
+            params.max_bytes = cap
 
     def build(results) -> dict:
         responses: list[dict] = _refused_responses(req, refused)

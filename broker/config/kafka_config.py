@@ -27,8 +27,7 @@ log = logging.getLogger(__name__)
 
 _DEFAULT_PROTOCOL_MAP = "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
 _COMPRESSION = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
-_TS_TYPES = ("CreateTime", "LogAppendTime")
-_POLICIES = ("delete", "compact")
+_TS_TYPES, _POLICIES = ("CreateTime", "LogAppendTime"), ("delete", "compact")
 # the names Kafka 2.8 knows its ACL authorizer by (the second is its deprecated alias)
 AUTHORIZERS = ("kafka.security.authorizer.AclAuthorizer", "kafka.security.auth.SimpleAclAuthorizer")
 
@@ -131,6 +130,9 @@ BROKER_CONFIG: dict[str, ConfigKey] = _table([
     ("leader.imbalance.check.interval.seconds", LONG, 300, at_least(1), "Rebalance check interval."),
     ("leader.imbalance.per.broker.percentage", INT, 10, None, "Allowed leader imbalance per broker."),
     ("inter.broker.protocol.version", STRING, "2.8-IV1", None, "Inter-broker protocol version."),
+    # --- client quotas (broker/quotas/): the samples and the seconds per sample of their sampled rates
+    *[(p + k, INT, 11 if k.endswith("num") else 1, at_least(1), "Client quota rate samples / sample seconds.")
+      for p in ("", "controller.") for k in ("quota.window.num", "quota.window.size.seconds")],
     # --- controller
     ("controlled.shutdown.enable", BOOLEAN, True, None, "Move leadership away before shutdown."),
     ("controlled.shutdown.max.retries", INT, 3, None, "Controlled shutdown attempts."),

@@ -10,11 +10,16 @@ A handler's KafkaError or unexpected exception becomes that API's error response
 (unexpected ones as UNKNOWN_SERVER_ERROR, logged with a traceback): the broker
 never dies of a bad request. An error message too long for its response field (one quoting
 a client's 32767-character name) is sent cut to MAX_ERROR_MESSAGE characters.
+While a client quota is set (``ctx.quotas.active``, ``broker/quotas/request_quotas.py``), each
+handled request is recorded against its quotas before its response is encoded, and a throttle is
+passed to the connection's ``throttle(ms, hold_response)``; with none set, that costs one check.
 """
 from __future__ import annotations
 
 import logging
+import time
 from types import ModuleType
+from typing import Any, Callable
 
 from twisted.internet import defer
 from twisted.python.failure import Failure
@@ -35,6 +40,8 @@ API_VERSIONS_KEY = 18
 # 4-byte placeholder; Kafka reads one byte of it as the array and the next ones as the two flags
 # and the tag count, which is what odradek reads too. Other APIs stay strict.
 TRAILING_BYTES_IGNORED = frozenset({3})
+# A connection's throttle: (milliseconds, hold the response back too) -> None
+Throttle = Callable[[int, bool], None]
 
 
 class RequestHandler:
@@ -45,7 +52,7 @@ class RequestHandler:
         self.handlers = apis.HANDLERS if handlers is None else handlers
 
     def handle(self, frame: bytes, listener: str = "PLAINTEXT", peer: str = "", principal: str = "User:ANONYMOUS",
-               token_authenticated: bool = False) -> bytes | None | defer.Deferred:
+               token_authenticated: bool = False, throttle: Throttle | None = None) -> bytes | None | defer.Deferred:
         try:
             header, offset = decode_request_header(frame)
         except KafkaError as e:
@@ -68,17 +75,36 @@ class RequestHandler:
             raise CloseConnection(f"undecodable {api.NAME} v{version} request ({e.message or e})") from None
         rc = RequestContext(header.api_key, version, header.correlation_id, header.client_id, listener, peer,
                             principal, token_authenticated)
+        quotas = self.ctx.quotas
+        timed = throttle is not None and quotas is not None and quotas.active
+        started = time.perf_counter() if timed else 0.0
         try:
             result = module.handle(self.ctx, rc, req)
         except CloseConnection:
             raise
         except Exception as e:
             result = self._error_body(module, req, header, e)
+        if timed and throttle is not None:
+            handler_s = time.perf_counter() - started
+            if isinstance(result, defer.Deferred):
+                result.addCallback(self._throttle, rc, req, len(frame), handler_s, throttle)
+            else:
+                result = self._throttle(result, rc, req, len(frame), handler_s, throttle)
         if isinstance(result, defer.Deferred):
             result.addErrback(self._deferred_error, module, req, header)
             result.addCallback(self._encode, module, header)
             return result
         return self._encode(result, module, header)
+
+    def _throttle(self, body: Any, rc: RequestContext, req: Any, size: int, handler_s: float,
+                  throttle: Throttle) -> Any:
+        quotas = self.ctx.quotas
+        if quotas is not None and quotas.active:
+            ms, hold = quotas.after_request(rc.api_key, rc.api_version, rc.client_id, rc.principal, req, body,
+                                            size, handler_s)
+            if ms > 0:
+                throttle(ms, hold)
+        return body
 
     def _deferred_error(self, failure: Failure, module: ModuleType, req, header: RequestHeader):
         if failure.check(CloseConnection):

@@ -16,7 +16,10 @@ listener every frame goes to the connection's ``SaslAuthenticator`` until it has
 response, handling nothing more meanwhile; a SASL request that does not decode closes it at
 once, as Kafka does). Each request carries the
 connection's principal: the SASL user (a delegation token's owner, flagged token-authenticated),
-else the client certificate's mapped DN, else ``User:ANONYMOUS``.
+else the client certificate's mapped DN, else ``User:ANONYMOUS``. A request throttled by a client
+quota (KIP-219) mutes its connection: the response goes out at once (held back as long for request
+versions older than KIP-219), then no more requests are read or handled from that connection until
+the throttle time has passed.
 """
 from __future__ import annotations
 
@@ -69,6 +72,8 @@ class KafkaConnection(protocol.Protocol):
         self._paused = False
         self._counted = False      # holds a place in the factory's ConnectionQuotas
         self._waiting = False      # a handler's Deferred is pending
+        self._muted = False        # throttled by a client quota: nothing more is read or handled
+        self._throttle: tuple[int, bool] | None = None   # set by the request handler for the next _send
         self.last_active = 0.0     # the factory clock's seconds at the last byte in or out
 
     def connectionMade(self) -> None:
@@ -103,7 +108,7 @@ class KafkaConnection(protocol.Protocol):
 
     def idle(self, now: float, idle_s: float) -> bool:
         """No request in progress and nothing sent or received for ``idle_s``."""
-        return (not self._closed and not self._waiting and self.conn.queued == 0
+        return (not self._closed and not self._waiting and not self._muted and self.conn.queued == 0
                 and now - self.last_active > idle_s)
 
     def dataReceived(self, data: bytes) -> None:
@@ -121,7 +126,7 @@ class KafkaConnection(protocol.Protocol):
 
     def _process(self) -> None:
         conn = self.conn
-        while not self._closed and (frame := conn.next_request()) is not None:
+        while not self._closed and not self._muted and (frame := conn.next_request()) is not None:
             if self._tls_pending:
                 self._tls_principal()
             try:
@@ -129,7 +134,7 @@ class KafkaConnection(protocol.Protocol):
                     result = self._authenticate(frame)
                 else:
                     result = self.handler.handle(frame, self.listener, self.peer, self.principal,
-                                                 self.token_authenticated)
+                                                 self.token_authenticated, self.throttle)
             except CloseConnection as e:
                 self._close_now(str(e))
                 return
@@ -154,7 +159,7 @@ class KafkaConnection(protocol.Protocol):
             return
         if conn.close_reason is not None and conn.should_close:
             self._close_now(conn.close_reason)
-        elif self._paused and conn.queued <= MAX_QUEUED_REQUESTS // 2:
+        elif self._paused and not self._muted and conn.queued <= MAX_QUEUED_REQUESTS // 2:
             self._paused = False
             self.transport.resumeProducing()
 
@@ -193,7 +198,33 @@ class KafkaConnection(protocol.Protocol):
                       self.peer, failure.getTraceback())
             self._close_now("unexpected error")
 
+    def throttle(self, ms: int, hold_response: bool) -> None:
+        """The request being handled is throttled: mute the connection when its response is sent."""
+        self._throttle = (ms, hold_response)
+
+    def _mute(self, ms: int, held: bytes | None, holding: bool) -> None:
+        self._muted = True
+        if not self._paused:
+            self.transport.pauseProducing()
+        clock = self.factory.clock if self.factory is not None else _reactor()
+        clock.callLater(ms / 1000.0, self._unmute, held, holding)
+
+    def _unmute(self, held: bytes | None, holding: bool) -> None:
+        self._muted = False
+        if self._closed:
+            return
+        if holding:
+            self._send(held)
+        if not self._paused:
+            self.transport.resumeProducing()
+        self._process()
+
     def _send(self, response: bytes | None) -> None:
+        if self._throttle is not None:
+            (ms, hold), self._throttle = self._throttle, None
+            self._mute(ms, response, hold)
+            if hold:
+                return
         parts = self.conn.respond(response)
         if parts and not self._closed:
             self.transport.writeSequence(parts)
@@ -229,6 +260,11 @@ class KafkaConnection(protocol.Protocol):
         self.conn.close_now(reason)
         self._closed = True
         self.transport.loseConnection()
+
+
+def _reactor() -> Any:
+    from twisted.internet import reactor
+    return reactor
 
 
 class KafkaServerFactory(protocol.ServerFactory):

@@ -2,9 +2,8 @@
 throttle (Kafka's ReplicationQuotaManager, KIP-73).
 
 Invariants:
-- the rate is Kafka's sampled Rate: the bytes recorded in the last ``samples`` windows of
-  ``window_s`` seconds (Kafka's replication.quota.window.num = 11, .size.seconds = 1) over the time
-  those windows span, counted as at least ``samples - 1`` windows; the quota is exceeded while
+- the rate is Kafka's sampled Rate (``broker/quotas/sampled_rate.py``, with Kafka's
+  replication.quota.window.num = 11, .size.seconds = 1); the quota is exceeded while
   that rate is above the limit (``leader.replication.throttled.rate`` /
   ``follower.replication.throttled.rate``, a dynamic per-broker config; unlimited by default);
 - a partition is throttled on this side when its topic's ``leader.replication.throttled.replicas``
@@ -16,50 +15,19 @@ Sans-IO: times are passed in (seconds).
 """
 from __future__ import annotations
 
-from collections import deque
 from functools import lru_cache
 from typing import Iterable
 
-UNLIMITED = 2 ** 63 - 1       # Kafka's Long.MaxValue default of the throttled rates
-SAMPLES = 11
-WINDOW_S = 1.0
+from ..quotas.sampled_rate import SAMPLES, UNLIMITED, WINDOW_S, SampledRate
+
 ALL = "*"
 
+__all__ = ["ReplicationQuota", "is_throttled", "SAMPLES", "UNLIMITED", "WINDOW_S"]
 
-class ReplicationQuota:
-    def __init__(self, limit: int = UNLIMITED, samples: int = SAMPLES, window_s: float = WINDOW_S):
-        self.limit = limit
-        self.samples = samples
-        self.window_s = window_s
-        self._windows: deque[list[float]] = deque()   # [window start, bytes]
 
-    @property
-    def enabled(self) -> bool:
-        return self.limit < UNLIMITED
-
-    def record(self, nbytes: int, now: float) -> None:
-        if not self._windows or now - self._windows[-1][0] >= self.window_s:
-            self._windows.append([now, 0.0])
-        self._windows[-1][1] += nbytes
-        self._purge(now)
-
-    def _purge(self, now: float) -> None:
-        while self._windows and now - self._windows[0][0] >= self.samples * self.window_s:
-            self._windows.popleft()
-
-    def rate(self, now: float) -> float:
-        """Bytes per second over the retained windows."""
-        self._purge(now)
-        if not self._windows:
-            return 0.0
-        elapsed = now - self._windows[0][0]
-        full = int(elapsed / self.window_s)
-        if full < self.samples - 1:
-            elapsed += (self.samples - 1 - full) * self.window_s
-        return sum(w[1] for w in self._windows) / elapsed
-
-    def is_exceeded(self, now: float) -> bool:
-        return self.enabled and self.rate(now) > self.limit
+class ReplicationQuota(SampledRate):
+    """One side's throttle: Kafka's sampled rate (``broker/quotas/sampled_rate.py``) against the
+    throttled rate."""
 
 
 @lru_cache(maxsize=1024)

@@ -13,7 +13,7 @@ StopReplica, UpdateMetadata) carry controller id and epoch -100 (refused as stal
 away from a valid value), DeleteTopics, DeleteRecords, AlterPartitionReassignments and AlterIsr
 (whose broker epoch -1 is refused anyway) name a topic that does not exist, CreatePartitions asks
 for 0 partitions, CreateTopics names the fuzz topic (which exists) with validate_only where the
-version has it.
+version has it, AlterClientQuotas is validate_only about an entity type Kafka refuses.
 """
 from __future__ import annotations
 

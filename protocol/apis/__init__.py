@@ -11,6 +11,7 @@ from types import ModuleType
 from . import (
     add_offsets_to_txn,
     add_partitions_to_txn,
+    alter_client_quotas,
     alter_configs,
     alter_isr,
     alter_partition_reassignments,
@@ -26,6 +27,7 @@ from . import (
     delete_records,
     delete_topics,
     describe_acls,
+    describe_client_quotas,
     describe_cluster,
     describe_configs,
     describe_delegation_token,
@@ -78,6 +80,7 @@ ALL_APIS: tuple[ModuleType, ...] = (
     alter_partition_reassignments, list_partition_reassignments, delete_records,
     create_delegation_token, renew_delegation_token, expire_delegation_token, describe_delegation_token,
     describe_producers, update_features, alter_isr,
+    describe_client_quotas, alter_client_quotas,
 )
 
 API_BY_KEY: dict[int, ModuleType] = {api.API_KEY: api for api in ALL_APIS}

@@ -182,6 +182,7 @@ def test_broker_api_versions_and_get_offsets_tools(compat_cluster, capsys):
     assert "ApiVersions(18): 0 to 3 [usable: 3]" in lines and "AlterReplicaLogDirs(34): UNSUPPORTED" in lines
     assert "DeleteRecords(21): 0 to 2 [usable: 2]" in lines and "ListPartitionReassignments(46): 0 [usable: 0]" in lines
     assert "ElectLeaders(43): 0 to 2 [usable: 2]" in lines
+    assert "DescribeClientQuotas(48): 0 to 1 [usable: 1]" in lines and "AlterClientQuotas(49): 0 to 1 [usable: 1]" in lines
     assert "DescribeCluster(60): 0 [usable: 0]" in lines and "OffsetDelete(47): 0 [usable: 0]" in lines
     assert "Fetch(1): 0 to 12 [usable: 12]" in lines and "DescribeProducers(61): 0 [usable: 0]" in lines
     assert "AlterIsr(56): 0 [usable: 0]" in lines and "UpdateFeatures(57): 0 [usable: 0]" in lines

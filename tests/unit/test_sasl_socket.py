@@ -29,9 +29,10 @@ def _connect(broker, clock, seen_principals):
     handler = RequestHandler(broker.ctx)
     original = handler.handle
 
-    def handle(frame, listener="PLAINTEXT", peer="", principal="User:ANONYMOUS", token_authenticated=False):
+    def handle(frame, listener="PLAINTEXT", peer="", principal="User:ANONYMOUS", token_authenticated=False,
+               throttle=None):
         seen_principals.append(principal)
-        return original(frame, listener, peer, principal, token_authenticated)
+        return original(frame, listener, peer, principal, token_authenticated, throttle)
     handler.handle = handle  # type: ignore[method-assign]
     security = ListenerSecurity("SASL_PLAINTEXT", "SASL_PLAINTEXT", sasl=SaslSettings(["PLAIN"], {"alice": "pw"}))
     factory = KafkaServerFactory(handler, "SASL_PLAINTEXT", 1 << 20, clock, security=security,

@@ -49,6 +49,16 @@ def test_entity_default_and_shorthands():
     assert (r.bootstrap_server, r.command_config, r.entity_name) == ("b:9092", "c.properties", "bob")
 
 
+def test_a_user_and_client_entity_in_either_order():
+    r = parse("--alter", "--entity-type", "clients", "--entity-name", "c", "--entity-type", "users",
+              "--entity-default", "--add-config", "producer_byte_rate=10")
+    assert (r.entity_type, r.entity_name, r.with_clients, r.client_name) == ("users", "", True, "c")
+    assert r.entity_names() == ["", "c"] and r.to_add == {"producer_byte_rate": "10"}
+    r = parse("--describe", "--entity-type", "users", "--entity-name", "u", "--entity-type", "clients")
+    assert (r.entity_name, r.with_clients, r.client_name) == ("u", True, None)
+    assert cli.quota_label("a%20b", "<default>") == "user-principal 'a b', default client-id"
+
+
 @pytest.mark.parametrize("argv, fragment", [
     ((), "exactly one action: --describe, --alter"),
     (("--describe", "--alter", "--user", "a"), "exactly one action"),
@@ -68,7 +78,12 @@ def test_entity_default_and_shorthands():
      "Iterations 100 is less than the minimum 4096 required for SCRAM-SHA-256"),
     (("--alter", "--user", "a", "--add-config", "SCRAM-SHA-256=[iterations=8192,pass=hunter2]"),
      "Invalid credential property SCRAM-SHA-256"),
-    (("--describe", "--entity-type", "users", "--entity-type", "clients"), "one entity type at a time"),
+    (("--describe", "--entity-type", "users", "--entity-type", "topics"),
+     "Only the entity types users and clients can be combined"),
+    (("--alter", "--entity-type", "users", "--entity-name", "u", "--entity-type", "clients", "--add-config", "a=b"),
+     "--entity-name or --entity-default must be specified with each --entity-type for --alter"),
+    (("--alter", "--entity-type", "users", "--entity-name", "u", "--entity-type", "clients", "--entity-name", "c",
+      "--add-config", "SCRAM-SHA-256=[password=x]"), "not to a <user, client-id> entity"),
     (("--describe", "--no-such-flag"), "unrecognized arguments"),
 ])
 def test_bad_arguments_are_one_clear_line(argv, fragment, capsys):
