@@ -156,7 +156,7 @@ class ConfigChangeListener:
         try:
             validate(default, broker_level=False)
             validate(broker, broker_level=True)
-            leader_rate, follower_rate = throttle_rates(broker)
+            leader_rate, follower_rate, alter_dirs_rate = throttle_rates(broker)
             config = effective_config(self.static_config, default, broker)
         except ConfigError as e:
             log.error("broker %d: the dynamic broker config in ZooKeeper is invalid (%s); keeping the current one",
@@ -165,6 +165,9 @@ class ConfigChangeListener:
         ctx.dynamic_default_broker_config, ctx.dynamic_broker_config = default, broker
         rm = ctx.replica_manager
         rm.leader_quota.limit, rm.follower_quota.limit = leader_rate, follower_rate
+        if rm.log_dir_mover is not None:
+            rm.log_dir_mover.quota.limit = alter_dirs_rate
+            rm.log_dir_mover.wake()
         old_unclean = bool(ctx.config["unclean.leader.election.enable"])
         ctx.config = config
         for lg in ctx.log_manager.all_logs():

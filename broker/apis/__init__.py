@@ -28,7 +28,7 @@ HANDLER_MODULES: tuple[str, ...] = (
     # admin
     "describe_cluster", "describe_configs", "elect_leaders", "alter_configs", "incremental_alter_configs",
     "describe_log_dirs", "alter_partition_reassignments", "list_partition_reassignments",
-    "delete_records",
+    "delete_records", "alter_replica_log_dirs",
 )
 
 HANDLERS: dict[int, ModuleType] = {}

@@ -1,7 +1,8 @@
 """Dynamic broker configs: what running brokers take from /config/brokers/<id> and /<default>.
 
 Invariant: declared once here, as Kafka 2.8's DynamicBrokerConfig allows them: the per-broker
-replication throttle rates (DynamicConfig.Broker, KIP-73; for one broker id only), and the log
+replication throttle rates and the log dir move rate (DynamicConfig.Broker, KIP-73/KIP-113; for
+one broker id only), and the log
 defaults (DynamicLogConfig: the broker settings topic configs fall back to, but not
 log.message.format.version), for one broker or the whole cluster. Values are parsed by the same
 ``_parse`` as every other config; a name not declared here cannot be updated dynamically. The
@@ -22,6 +23,8 @@ PER_BROKER_CONFIG: dict[str, ConfigKey] = _table([
     ("follower.replication.throttled.rate", LONG, LONG_MAX, at_least(0),
      "Bytes/s of replication traffic this broker fetches as follower for the replicas listed in topics' "
      "follower.replication.throttled.replicas."),
+    ("replica.alter.log.dirs.io.max.bytes.per.second", LONG, LONG_MAX, at_least(0),
+     "Bytes/s this broker copies between its log dirs to move replicas (AlterReplicaLogDirs)."),
 ])
 # the derived ones (segment.ms, retention.ms...) fall back to their *.ms setting, which is dynamic
 _DERIVED = {"segment.ms": "log.roll.ms", "segment.jitter.ms": "log.roll.jitter.ms",
@@ -49,8 +52,8 @@ def validate(overrides: Mapping[str, Any], broker_level: bool) -> dict[str, Any]
     return out
 
 
-def throttle_rates(broker_overrides: Mapping[str, Any]) -> tuple[int, int]:
-    """(leader, follower) replication throttle rates of a broker's dynamic overrides."""
+def throttle_rates(broker_overrides: Mapping[str, Any]) -> tuple[int, int, int]:
+    """(leader, follower, log dir move) throttle rates of a broker's dynamic overrides."""
     values = validate({k: v for k, v in broker_overrides.items() if k in PER_BROKER_CONFIG}, True)
     return tuple(values.get(n, key.default) for n, key in PER_BROKER_CONFIG.items())  # type: ignore[return-value]
 

@@ -13,6 +13,7 @@ from . import (
     add_partitions_to_txn,
     alter_configs,
     alter_partition_reassignments,
+    alter_replica_log_dirs,
     alter_user_scram_credentials,
     api_versions,
     controlled_shutdown,
@@ -68,7 +69,7 @@ ALL_APIS: tuple[ModuleType, ...] = (
     describe_user_scram_credentials, alter_user_scram_credentials,
     describe_acls, create_acls, delete_acls, describe_cluster, offset_delete,
     elect_leaders, alter_configs, incremental_alter_configs, describe_log_dirs,
-    alter_partition_reassignments, list_partition_reassignments, delete_records,
+    alter_partition_reassignments, list_partition_reassignments, delete_records, alter_replica_log_dirs,
 )
 
 API_BY_KEY: dict[int, ModuleType] = {api.API_KEY: api for api in ALL_APIS}
