@@ -25,7 +25,9 @@ from .structs import (
     OffsetAndTimestamp,
     ProducerFencedError,
     RecordMetadata,
+    ReplicaLogDirInfo,
     TopicPartition,
+    TopicPartitionReplica,
     TransactionAbortedError,
 )
 
@@ -35,5 +37,5 @@ __all__ = [
     "ConfigError", "ConsumerRebalanceListener", "OffsetAndMetadata", "CommitFailedError",
     "NoOffsetForPartitionError", "IllegalStateError", "GroupDescription", "MemberDescription",
     "RangeAssignor", "RoundRobinAssignor", "StickyAssignor", "ConsumerGroupMetadata", "ProducerFencedError",
-    "TransactionAbortedError", "ConfigEntry",
+    "TransactionAbortedError", "ConfigEntry", "TopicPartitionReplica", "ReplicaLogDirInfo",
 ]

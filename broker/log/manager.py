@@ -35,6 +35,7 @@ from .checkpoint import (CLEAN_SHUTDOWN_FILE, HIGH_WATERMARK_CHECKPOINT, LOG_STA
 from .producer_state import DEFAULT_EXPIRATION_MS
 from .log import FUTURE_DIR_SUFFIX, Log, parse_topic_partition
 from .log_dir_failure import LogDirFailureChannel, storage_error
+from .partition_metadata import read_topic_id, write_topic_id
 
 logger = logging.getLogger(__name__)
 
@@ -342,6 +343,9 @@ class LogManager:
                       producer_id_expiration_ms=self._producer_id_expiration_ms())
             if current.log_start_offset > 0:
                 log.truncate_fully_and_start_at(current.log_start_offset)
+            topic_id = read_topic_id(current.dir)
+            if topic_id is not None:
+                write_topic_id(log.dir, topic_id)
         self._future_logs[tp] = log
         self._future_dir_of[tp] = d
         self.preferred_log_dirs.pop(tp, None)

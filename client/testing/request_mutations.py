@@ -10,8 +10,8 @@ Never sent: ControlledShutdown (key 7; v0-1 carry no epoch, so a mutated Metadat
 a real shutdown request for the broker), in any form. Other requests that could legitimately change
 the shared cluster are built in a harmless form: the controller-only APIs (LeaderAndIsr,
 StopReplica, UpdateMetadata) carry controller id and epoch -100 (refused as stale, and many bits
-away from a valid value), DeleteTopics, DeleteRecords and AlterPartitionReassignments name a topic
-that does not exist, CreatePartitions asks
+away from a valid value), DeleteTopics, DeleteRecords, AlterReplicaLogDirs and
+AlterPartitionReassignments name a topic that does not exist, CreatePartitions asks
 for 0 partitions, CreateTopics names the fuzz topic (which exists) with validate_only where the
 version has it.
 """
@@ -36,8 +36,9 @@ from odradek.protocol.schema import ArrayOf, Field, Message, StructOf, Type
 PRODUCE_KEY = 0
 NEVER_SENT = frozenset({7})                  # ControlledShutdown: see the module docstring
 FOREIGN_ID = -100                           # controller id / epoch: never this cluster's
-# DeleteTopics, DeleteRecords, AlterPartitionReassignments: only ever about a topic that does not exist
-ABSENT_TOPIC_ONLY = frozenset({20, 21, 45})
+# DeleteTopics, DeleteRecords, AlterReplicaLogDirs, AlterPartitionReassignments: only ever about a
+# topic that does not exist
+ABSENT_TOPIC_ONLY = frozenset({20, 21, 34, 45})
 
 
 @dataclass(frozen=True)
@@ -128,7 +129,7 @@ def sample_body(api: ModuleType, version: int, topic: str, group: str, absent_to
     if api.API_KEY in ABSENT_TOPIC_ONLY:
         if "topic_names" in body:
             body["topic_names"] = [absent_topic]
-        for t in body.get("topics", []):
+        for t in body.get("topics", []) + [t for d in body.get("dirs", []) for t in d["topics"]]:
             t["name"] = absent_topic
     return body
 
