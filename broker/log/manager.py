@@ -378,31 +378,30 @@ class LogManager:
         trash = f"{current.dir}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
         with self._io(old_d, f"moving the log of {tp[0]}-{tp[1]} away"):
             current.rename_dir(trash)
-        final = os.path.join(new_d, f"{tp[0]}-{tp[1]}")
         with self._io(new_d, f"renaming the future log of {tp[0]}-{tp[1]}"):
-            future.close()
-            os.replace(future.dir, final)
-            log = Log(final, future.config, future.recovery_point, self._time, current.log_start_offset,
-                      had_clean_shutdown=True, producer_id_expiration_ms=self._producer_id_expiration_ms())
-        del self._future_logs[tp], self._future_dir_of[tp]
-        self._logs[tp], self._log_dir_of[tp] = log, new_d
+            log = self._promote(tp, current.log_start_offset)
         for d in (old_d, new_d):
             with self._io(d, "writing the checkpoints"):
                 self._checkpoint_dir(d)
         logger.info("the log of %s-%d moved from %s to %s", tp[0], tp[1], old_d, new_d)
         return log, trash
 
+    def _promote(self, tp: TopicPartition, log_start_offset: int) -> Log:
+        """Rename the future log's dir to ``<topic>-<p>`` and reopen it as the current log."""
+        future, d = self._future_logs.pop(tp), self._future_dir_of.pop(tp)
+        final = os.path.join(d, f"{tp[0]}-{tp[1]}")
+        future.close()
+        os.replace(future.dir, final)
+        log = Log(final, future.config, future.recovery_point, self._time, log_start_offset,
+                  had_clean_shutdown=True, producer_id_expiration_ms=self._producer_id_expiration_ms())
+        self._logs[tp], self._log_dir_of[tp] = log, d
+        return log
+
     def _promote_orphan_futures(self) -> None:
         """A future log without a current one was being swapped in when the broker stopped."""
         for tp in [tp for tp in self._future_logs if tp not in self._logs]:
-            future, d = self._future_logs.pop(tp), self._future_dir_of.pop(tp)
-            final = os.path.join(d, f"{tp[0]}-{tp[1]}")
-            future.close()
-            os.replace(future.dir, final)
-            self._logs[tp] = Log(final, future.config, future.recovery_point, self._time, future.log_start_offset,
-                                 had_clean_shutdown=True, producer_id_expiration_ms=self._producer_id_expiration_ms())
-            self._log_dir_of[tp] = d
-            logger.warning("completed the interrupted move of %s-%d to %s", tp[0], tp[1], d)
+            self._promote(tp, self._future_logs[tp].log_start_offset)
+            logger.warning("completed the interrupted move of %s-%d to %s", tp[0], tp[1], self._log_dir_of[tp])
 
     def _producer_id_expiration_ms(self) -> int:
         """Kafka expires idle producer ids after transactional.id.expiration.ms."""

@@ -91,10 +91,18 @@ def files(dir_: str, tp: tuple[str, int]) -> list[str]:
 
 
 def set_rate(admin: AdminClient, broker: int, rate: int | None) -> None:
+    """Set (None: remove) the broker's log dir move rate; wait until the broker applies it."""
     if rate is None:
         admin.incremental_alter_configs(("broker", str(broker)), {}, [RATE])
     else:
         admin.incremental_alter_configs(("broker", str(broker)), {RATE: str(rate)})
+
+    def applied() -> bool:
+        entries = {e.name: e for e in admin.describe_configs([("broker", str(broker))])[("broker", str(broker))]}
+        e = entries.get(RATE)
+        return (e is None or e.source != "DYNAMIC_BROKER_CONFIG") if rate is None else (
+            e is not None and e.value == str(rate) and e.source == "DYNAMIC_BROKER_CONFIG")
+    wait_until(applied, 30, f"broker {broker} to apply {RATE}={rate}")
 
 
 def read_all(cluster, topic: str, expected: int, partitions: int = 1) -> list[bytes]:
