@@ -159,3 +159,43 @@ def test_a_new_move_replaces_a_running_one_and_a_restart_resumes(tmp_path):
         assert read_all(b) == 30
     finally:
         b.close()
+
+
+def test_a_crash_between_the_swap_renames_is_completed_at_the_next_start(tmp_path):
+    b = make(tmp_path)
+    b.lead("t")
+    lm = b.log_manager
+    src = lm.log_dir_of(("t", 0))
+    dst = next(d for d in lm.log_dirs if d != src)
+    produce_n(b, 10)
+    assert alter(b, {("t", 0): dst}) == {("t", 0): 0}
+    future, current = lm.get_future_log(("t", 0)), lm.get_log(("t", 0))
+    future.append_as_follower(current.read(0, 10 ** 6))    # caught up, and the swap begins:
+    b.rm.log_dir_mover.stop()
+    b.close()
+    os.rename(os.path.join(src, "t-0"), os.path.join(src, "t-0." + "0" * 32 + "-delete"))   # the crash point
+    b = make(tmp_path)
+    try:
+        assert b.log_manager.log_dir_of(("t", 0)) == dst and b.log_manager.future_logs() == []
+        assert sorted(n for n in os.listdir(src) if n.startswith("t-0")) == []
+        b.lead("t", leader_epoch=1)
+        assert read_all(b) == 30
+    finally:
+        b.close()
+
+
+def test_a_truncated_current_log_truncates_the_future_log(broker):
+    broker.lead("t")
+    lm = broker.log_manager
+    src = lm.log_dir_of(("t", 0))
+    dst = next(d for d in lm.log_dirs if d != src)
+    produce_n(broker, 10)
+    assert alter(broker, {("t", 0): dst}) == {("t", 0): 0}
+    step(broker)
+    step(broker)
+    future = lm.get_future_log(("t", 0))
+    assert future.log_end_offset == 6
+    broker.rm.partitions[("t", 0)].truncate_to(3)
+    assert future.log_end_offset == 3
+    broker.rm.partitions[("t", 0)].truncate_fully_and_start_at(0)
+    assert future.log_end_offset == 0
