@@ -281,7 +281,7 @@ class LogCleaner:
         self._checkpoints: dict[str, dict[TopicPartition, int]] = {}
         self._owner: dict[TopicPartition, Log] = {}  # the Log object a checkpoint entry belongs to
         self.uncleanable: dict[TopicPartition, Log] = {}  # failed once: skipped (Kafka's uncleanable)
-        self.paused: set[TopicPartition] = set()   # being moved between log dirs: not cleaned meanwhile
+        self.paused: frozenset[TopicPartition] = frozenset()   # moving between log dirs: not cleaned meanwhile
 
     # ------------------------------------------------------------ checkpoints
     def _dir_of(self, log: Log) -> str:

@@ -16,7 +16,8 @@ Invariants:
 - the future replaces the current log in the same reactor turn in which it has caught up with
   the current log end (no append can interleave): the producer state, leader epoch cache, HW
   and log start carry over, the old dir is renamed ``-delete`` and removed in the thread pool;
-- the log cleaner skips a moving partition (``LogCleaner.paused``).
+- the log cleaner skips exactly the moving partitions (``LogCleaner.paused``, replaced whole
+  whenever the future logs change, so a deleted or finished move never stays paused).
 """
 from __future__ import annotations
 
@@ -59,6 +60,14 @@ class ReplicaAlterLogDirsManager:
     def alter(self, partition_dirs: dict[TopicPartition, str]) -> dict[TopicPartition, ErrorCode]:
         """Kafka's ReplicaManager.alterReplicaLogDirs: per partition, its error code."""
         out = {}
+        try:
+            self._alter_all(partition_dirs, out)
+        finally:
+            self._sync_paused()
+        self.wake()
+        return out
+
+    def _alter_all(self, partition_dirs: dict[TopicPartition, str], out: dict[TopicPartition, ErrorCode]) -> None:
         for tp, d in partition_dirs.items():
             try:
                 self._alter_one(tp, d)
@@ -69,8 +78,6 @@ class ReplicaAlterLogDirsManager:
             except Exception:
                 log.exception("Error while changing replica dir for partition %s-%d", *tp)
                 out[tp] = ErrorCode.UNKNOWN_SERVER_ERROR
-        self.wake()
-        return out
 
     def _alter_one(self, tp: TopicPartition, d: str) -> None:
         lm, rm = self.lm, self.rm
@@ -82,7 +89,6 @@ class ReplicaAlterLogDirsManager:
         future_dir = lm.future_log_dir_of(tp)
         if future_dir is not None and future_dir != d:   # a different running move: it stops
             lm.remove_future_log(tp)
-            self._resume_cleaning(tp)
         lm.maybe_update_preferred_log_dir(tp, d)
         p = rm.partitions.get(tp)
         current = lm.get_log(tp)
@@ -94,15 +100,12 @@ class ReplicaAlterLogDirsManager:
             return
         with p.io_guard("creating the future log of"):
             future = lm.create_future_log(tp, d, rm.log_config(tp[0]))
-        self._pause_cleaning(tp)
         log.info("moving %s-%d from %s to %s (future log %s)", tp[0], tp[1], lm.log_dir_of(tp), d, future.dir)
 
     # ------------------------------------------------------------ the mover
     def start(self) -> None:
         self._running = True
-        for future in self.lm.future_logs():   # moves loaded at startup resume
-            self._pause_cleaning(future.topic_partition)
-        self.wake()
+        self.wake()     # moves loaded at startup resume
 
     def stop(self) -> None:
         self._running = False
@@ -125,6 +128,7 @@ class ReplicaAlterLogDirsManager:
 
     def _tick(self) -> None:
         self._call = None
+        self._sync_paused()
         futures = self.lm.future_logs()
         if not futures:
             return
@@ -198,22 +202,14 @@ class ReplicaAlterLogDirsManager:
         p.log = new
         p.high_watermark = hw
         self.moves_completed += 1
-        self._resume_cleaning(tp)
+        self._sync_paused()
         d = defer.maybeDeferred(self._delete_dir, trash)
         d.addErrback(lambda f: log.warning("deleting %s failed: %s", trash, f.getErrorMessage()))
         self.rm.wake([tp])
 
     # ------------------------------------------------------------ the cleaner
-    def _pause_cleaning(self, tp: TopicPartition) -> None:
-        paused = self._paused()
-        if paused is not None:
-            paused.add(tp)
-
-    def _resume_cleaning(self, tp: TopicPartition) -> None:
-        paused = self._paused()
-        if paused is not None:
-            paused.discard(tp)
-
-    def _paused(self) -> set[TopicPartition] | None:
+    def _sync_paused(self) -> None:
+        """The cleaner leaves exactly the moving partitions alone (a new set: its thread reads it)."""
         cleaner = getattr(self.rm.cleaner, "cleaner", self.rm.cleaner)
-        return getattr(cleaner, "paused", None)
+        if cleaner is not None and hasattr(cleaner, "paused"):
+            cleaner.paused = frozenset(f.topic_partition for f in self.lm.future_logs())

@@ -199,3 +199,17 @@ def test_a_truncated_current_log_truncates_the_future_log(broker):
     assert future.log_end_offset == 3
     broker.rm.partitions[("t", 0)].truncate_fully_and_start_at(0)
     assert future.log_end_offset == 0
+
+
+def test_the_cleaner_leaves_exactly_the_moving_partitions_alone(broker):
+    from odradek.broker.log.cleaner import LogCleaner
+    broker.rm.cleaner = LogCleaner(broker.log_manager)
+    broker.lead("t", partitions=2)
+    lm = broker.log_manager
+    dst = next(d for d in lm.log_dirs if d != lm.log_dir_of(("t", 0)))
+    produce_n(broker, 2)
+    assert alter(broker, {("t", 0): dst}) == {("t", 0): 0}
+    assert broker.rm.cleaner.paused == {("t", 0)}
+    for _ in range(10):
+        step(broker)
+    assert lm.log_dir_of(("t", 0)) == dst and broker.rm.cleaner.paused == frozenset()
