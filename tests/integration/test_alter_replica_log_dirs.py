@@ -160,6 +160,13 @@ def test_a_move_under_load_loses_nothing_and_leaves_files_only_in_the_new_dir(cl
             assert moving[0] == dst and moving[1] > 0 and moving[2] > 0     # in the new dir, behind
             assert where(admin, leader, tp)[False][0] == src
             assert [n for n in files(dst, tp) if n.endswith("-future")]
+            shown = subprocess.run([sys.executable, "-m", "odradek.zk.cli", "log-dirs", "--describe", "--bootstrap-server",
+                                    bs, "--topic-list", topic, "--broker-list", str(leader)],
+                                   capture_output=True, text=True, timeout=60)
+            assert shown.returncode == 0, shown.stderr
+            [broker_info] = json.loads(shown.stdout.splitlines()[-1])["brokers"]
+            assert {(d["logDir"], p["isFuture"]) for d in broker_info["logDirs"] for p in d["partitions"]} == {
+                (src, False), (dst, True)}
             wait_until(lambda: len(acked) > 1500, 60, "more load while the move is held")
             assert where(admin, leader, tp)[True][0] == dst, "the throttle holds the move back"
             set_rate(admin, leader, None)   # lifted: the move completes under the load

@@ -213,3 +213,20 @@ def test_the_cleaner_leaves_exactly_the_moving_partitions_alone(broker):
     for _ in range(10):
         step(broker)
     assert lm.log_dir_of(("t", 0)) == dst and broker.rm.cleaner.paused == frozenset()
+
+
+def test_without_alter_on_the_cluster_nothing_moves(broker):
+    from odradek.broker.security.authorizer import AclAuthorizer
+    from odradek.protocol.acl import (CLUSTER_NAME, AccessControlEntry, AclOperation as Op, AclPermissionType,
+                                      PatternType, ResourcePattern, ResourceType as RT)
+    broker.lead("t")
+    lm = broker.log_manager
+    dst = next(d for d in lm.log_dirs if d != lm.log_dir_of(("t", 0)))
+    broker.ctx.authorizer = AclAuthorizer()
+    assert alter(broker, {("t", 0): dst, ("t", 1): dst}) == {
+        ("t", 0): ErrorCode.CLUSTER_AUTHORIZATION_FAILED, ("t", 1): ErrorCode.CLUSTER_AUTHORIZATION_FAILED}
+    assert lm.future_logs() == [] and lm.preferred_log_dirs == {}
+    broker.ctx.authorizer.apply({ResourcePattern(RT.CLUSTER, CLUSTER_NAME, PatternType.LITERAL): frozenset(
+        {AccessControlEntry("User:ANONYMOUS", "*", Op.ALTER, AclPermissionType.ALLOW)})})
+    assert alter(broker, {("t", 0): dst}) == {("t", 0): 0}
+    broker.ctx.authorizer = None
