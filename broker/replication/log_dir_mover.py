@@ -59,7 +59,7 @@ class ReplicaAlterLogDirsManager:
     # ------------------------------------------------------------ the request
     def alter(self, partition_dirs: dict[TopicPartition, str]) -> dict[TopicPartition, ErrorCode]:
         """Kafka's ReplicaManager.alterReplicaLogDirs: per partition, its error code."""
-        out = {}
+        out: dict[TopicPartition, ErrorCode] = {}
         try:
             self._alter_all(partition_dirs, out)
         finally:
