@@ -518,6 +518,17 @@ class Log(LogRetention, TransactionalLog):
         os.replace(self.dir, new_dir)
         self.dir = new_dir
 
+    def rename_open(self, new_dir: str) -> None:
+        """Rename the partition directory and keep using the log (a future log becoming the
+        current one): nothing is closed, flushed or reloaded."""
+        os.replace(self.dir, new_dir)
+        self.dir = new_dir
+        self.is_future = new_dir.rstrip("/").endswith(FUTURE_DIR_SUFFIX)
+        for seg in self.segments:
+            seg.moved_to(new_dir)
+        self.producer_state.dir = new_dir
+        self.leader_epoch_cache.path = os.path.join(new_dir, LEADER_EPOCH_CHECKPOINT)
+
     def __repr__(self) -> str:
         return (f"Log({self.topic}-{self.partition}, start={self.log_start_offset}, "
                 f"end={self.log_end_offset}, segments={len(self.segments)})")

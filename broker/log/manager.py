@@ -368,39 +368,36 @@ class LogManager:
 
     def replace_current_with_future(self, tp: TopicPartition) -> tuple[Log, str]:
         """The future log becomes the partition's log (Kafka's replaceCurrentWithFutureLog):
-        the current dir is renamed ``<topic>-<p>.<uuid>-delete`` first, then the future one
-        ``<topic>-<p>`` (a crash between the two is completed by the next load). Returns the
-        new log (reopened in place; the caller carries the in-memory state over) and the
-        renamed old dir, for the caller to delete off the reactor."""
+        the current dir is renamed ``<topic>-<p>.<uuid>-delete`` first (its files closed, nothing
+        written), then the future one ``<topic>-<p>`` (kept open; a crash between the two renames
+        is completed by the next load). Returns the new log (the caller carries the in-memory
+        state over) and the renamed old dir, for the caller to delete off the reactor."""
         tp = (tp[0], int(tp[1]))
-        current, future = self._logs[tp], self._future_logs[tp]
+        current = self._logs[tp]
         old_d, new_d = self._log_dir_of[tp], self._future_dir_of[tp]
         trash = f"{current.dir}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
         with self._io(old_d, f"moving the log of {tp[0]}-{tp[1]} away"):
-            current.rename_dir(trash)
+            for seg in current.segments:
+                seg.close_handlers()
+            os.replace(current.dir, trash)
         with self._io(new_d, f"renaming the future log of {tp[0]}-{tp[1]}"):
-            log = self._promote(tp, current.log_start_offset)
-        for d in (old_d, new_d):
-            with self._io(d, "writing the checkpoints"):
-                self._checkpoint_dir(d)
+            log = self._promote(tp)
+        # no checkpoint is written here (fsyncs on the reactor): the new dir's files already name the
+        # partition (the future log was checkpointed there), the old dir's entry has no log any more
         logger.info("the log of %s-%d moved from %s to %s", tp[0], tp[1], old_d, new_d)
         return log, trash
 
-    def _promote(self, tp: TopicPartition, log_start_offset: int) -> Log:
-        """Rename the future log's dir to ``<topic>-<p>`` and reopen it as the current log."""
+    def _promote(self, tp: TopicPartition) -> Log:
+        """Rename the future log's dir to ``<topic>-<p>``: it is the current log from now on."""
         future, d = self._future_logs.pop(tp), self._future_dir_of.pop(tp)
-        final = os.path.join(d, f"{tp[0]}-{tp[1]}")
-        future.close()
-        os.replace(future.dir, final)
-        log = Log(final, future.config, future.recovery_point, self._time, log_start_offset,
-                  had_clean_shutdown=True, producer_id_expiration_ms=self._producer_id_expiration_ms())
-        self._logs[tp], self._log_dir_of[tp] = log, d
-        return log
+        future.rename_open(os.path.join(d, f"{tp[0]}-{tp[1]}"))
+        self._logs[tp], self._log_dir_of[tp] = future, d
+        return future
 
     def _promote_orphan_futures(self) -> None:
         """A future log without a current one was being swapped in when the broker stopped."""
         for tp in [tp for tp in self._future_logs if tp not in self._logs]:
-            self._promote(tp, self._future_logs[tp].log_start_offset)
+            self._promote(tp)
             logger.warning("completed the interrupted move of %s-%d to %s", tp[0], tp[1], self._log_dir_of[tp])
 
     def _producer_id_expiration_ms(self) -> int:
