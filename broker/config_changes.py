@@ -187,7 +187,7 @@ class ConfigChangeListener:
             broker = decode_passwords(self.static_config, broker)
             validate(default, broker_level=False)
             validate(broker, broker_level=True)
-            leader_rate, follower_rate = throttle_rates(broker)
+            leader_rate, follower_rate, alter_dirs_rate = throttle_rates(broker)
             config = effective_config(self.static_config, default, broker)
             reconfigure(ctx.reconfigurables, ctx.config, config)
         except ConfigError as e:
@@ -197,6 +197,9 @@ class ConfigChangeListener:
         ctx.dynamic_default_broker_config, ctx.dynamic_broker_config = default, broker
         rm = ctx.replica_manager
         rm.leader_quota.limit, rm.follower_quota.limit = leader_rate, follower_rate
+        if rm.log_dir_mover is not None:
+            rm.log_dir_mover.quota.limit = alter_dirs_rate
+            rm.log_dir_mover.wake()
         old_unclean = bool(ctx.config["unclean.leader.election.enable"])
         ctx.config = config
         for lg in ctx.log_manager.all_logs():

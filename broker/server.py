@@ -139,6 +139,9 @@ class KafkaServer:
         self._handle_log_dir_failures()
         self.cleaner = LogCleanerService(cfg, self.log_manager, self.reactor)
         self.replica_manager.cleaner = self.cleaner
+        from .replication.log_dir_mover import ReplicaAlterLogDirsManager
+        self.replica_manager.log_dir_mover = ReplicaAlterLogDirsManager(
+            self.replica_manager, self.log_manager, self.reactor, int(cfg["replica.fetch.max.bytes"]))
         self.group_service = GroupCoordinatorService(cfg, self.replica_manager, self.reactor)
         producer_ids = ProducerIdManager(lambda: self._in_thread(self.zk.allocate_producer_id_block,
                                                                   self.broker_id))
@@ -199,6 +202,7 @@ class KafkaServer:
         self.txn_service.startup()
         self._start_periodic_tasks()
         self.cleaner.start()
+        self.replica_manager.log_dir_mover.start()
         log.info("broker %d started (listeners %s)", self.broker_id,
                  ", ".join(f"{n}://{h}:{p}" for n, (h, p) in self.bound.items()))
         self.started.callback(self)
@@ -463,6 +467,8 @@ class KafkaServer:
         if self.fetcher_manager is not None:
             self.fetcher_manager.shutdown()
         if self.replica_manager is not None:
+            if self.replica_manager.log_dir_mover is not None:
+                self.replica_manager.log_dir_mover.stop()
             self.replica_manager.shutdown()
         if self.log_manager is not None:
             try:

@@ -26,7 +26,9 @@ from .structs import (
     ProducerFencedError,
     ProducerState,
     RecordMetadata,
+    ReplicaLogDirInfo,
     TopicPartition,
+    TopicPartitionReplica,
     TransactionAbortedError,
 )
 
@@ -36,5 +38,5 @@ __all__ = [
     "ConfigError", "ConsumerRebalanceListener", "OffsetAndMetadata", "CommitFailedError",
     "NoOffsetForPartitionError", "IllegalStateError", "GroupDescription", "MemberDescription",
     "RangeAssignor", "RoundRobinAssignor", "StickyAssignor", "ConsumerGroupMetadata", "ProducerFencedError",
-    "TransactionAbortedError", "ConfigEntry", "ProducerState",
+    "TransactionAbortedError", "ConfigEntry", "ProducerState", "TopicPartitionReplica", "ReplicaLogDirInfo",
 ]

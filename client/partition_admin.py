@@ -4,8 +4,8 @@ DescribeProducers and log dirs (mixed into ``odradek.client.admin.AdminClient``)
 Invariant: every request goes through the AdminClient's one ``_call`` (NodePool.call: metadata
 refresh, retries within the timeout, one call at a time): ElectLeaders and the reassignment APIs
 to the controller (NOT_CONTROLLER retried), DeleteRecords and DescribeProducers to each
-partition's leader (asked again where the leader moved), DescribeLogDirs to each broker. Errors
-come back as ``KafkaError`` per partition, a top-level error raised.
+partition's leader (asked again where the leader moved), DescribeLogDirs and AlterReplicaLogDirs to
+each broker. Errors come back as ``KafkaError`` per partition, a top-level error raised.
 """
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from odradek.protocol.apis import alter_partition_reassignments as _alter_reassignments
+from odradek.protocol.apis import alter_replica_log_dirs as _alter_replica_log_dirs
 from odradek.protocol.apis import delete_records as _delete_records
 from odradek.protocol.apis import describe_log_dirs as _describe_log_dirs
 from odradek.protocol.apis import describe_producers as _describe_producers
@@ -23,7 +24,7 @@ from odradek.protocol.errors import ErrorCode, KafkaError
 
 from .cluster import ClusterMetadata
 from .config import ClientConfig
-from .structs import ProducerState, TopicPartition
+from .structs import ProducerState, ReplicaLogDirInfo, TopicPartition, TopicPartitionReplica
 
 
 class PartitionAdmin:
@@ -187,4 +188,40 @@ class PartitionAdmin:
                           "partitions": [{"topic": t.name, "partition": p.partition_index, "size": p.partition_size,
                                           "offset_lag": p.offset_lag, "is_future": p.is_future_key}
                                          for t in r.topics for p in t.partitions]} for r in resp.results]
+        return out
+
+    def alter_replica_log_dirs(self, replica_dirs: Mapping[TopicPartitionReplica, str]
+                               ) -> dict[TopicPartitionReplica, KafkaError | None]:
+        """AlterReplicaLogDirs on each replica's broker: move it to that absolute log dir there;
+        {replica: None (moving, or already there) | KafkaError (LOG_DIR_NOT_FOUND,
+        KAFKA_STORAGE_ERROR, REPLICA_NOT_AVAILABLE: not on that broker yet, the dir is kept for it)}."""
+        by_broker: dict[int, dict[str, dict[str, list[int]]]] = {}
+        for r, d in replica_dirs.items():
+            by_broker.setdefault(r.broker_id, {}).setdefault(d, {}).setdefault(r.topic, []).append(r.partition)
+        out: dict[TopicPartitionReplica, KafkaError | None] = {}
+        for node, dirs in sorted(by_broker.items()):
+            body = {"dirs": [{"path": d, "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
+                             for d, topics in dirs.items()]}
+            resp = self._call(_alter_replica_log_dirs, body, lambda node=node: [node])
+            for r in resp.results:
+                for p in r.partitions:
+                    out[TopicPartitionReplica(r.topic_name, p.partition_index, node)] = (
+                        None if p.error_code == 0 else KafkaError(ErrorCode(p.error_code), "AlterReplicaLogDirs"))
+        return out
+
+    def describe_replica_log_dirs(self, replicas: Iterable[TopicPartitionReplica]
+                                  ) -> dict[TopicPartitionReplica, ReplicaLogDirInfo]:
+        """Where each replica is (DescribeLogDirs of its broker): its dir and lag, and its future
+        replica's while it moves; a replica found in no live dir has no dir (None)."""
+        replicas = list(replicas)
+        out = {r: ReplicaLogDirInfo() for r in replicas}
+        brokers = sorted({r.broker_id for r in replicas})
+        for node, dirs in self.describe_log_dirs(brokers, sorted({r.topic for r in replicas})).items():
+            for d in dirs:
+                for p in d["partitions"]:
+                    r = TopicPartitionReplica(p["topic"], p["partition"], node)
+                    if r in out:
+                        out[r] = out[r]._replace(**({"future_log_dir": d["log_dir"], "future_offset_lag": p["offset_lag"]}
+                                                    if p["is_future"] else
+                                                    {"current_log_dir": d["log_dir"], "current_offset_lag": p["offset_lag"]}))
         return out

@@ -4,8 +4,8 @@ API (kafka-reassign-partitions.sh's default mode since Kafka 2.5).
 Invariant: the tool itself (parsing, plans, report lines) is ``odradek.zk.reassign_partitions_cli``;
 this backend answers its questions with plain values through one ``AdminClient`` configured from
 ``--command-config``: live brokers (Metadata), current replicas (Metadata), ongoing reassignments
-(ListPartitionReassignments), starts and cancellations (AlterPartitionReassignments) and throttle
-configs (IncrementalAlterConfigs). A Kafka error leaves as the tool's one-line error.
+(ListPartitionReassignments), starts and cancellations (AlterPartitionReassignments), throttle
+configs (IncrementalAlterConfigs) and log dir moves (AlterReplicaLogDirs, DescribeLogDirs). A Kafka error leaves as the tool's one-line error.
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterable
 from odradek.protocol.errors import ErrorCode, KafkaError
 
 from .admin import AdminClient
-from .structs import TopicPartition
+from .structs import TopicPartition, TopicPartitionReplica
 from .config import ConfigError
 from .tools import ToolError, properties_file
 
@@ -55,6 +55,18 @@ class AdminBackend:
 
     def set_configs(self, entity_type: str, name: str, configs: dict[str, str], delete: Iterable[str]) -> None:
         self._checked(lambda: self.admin.incremental_alter_configs((RESOURCE[entity_type], name), configs, delete))
+
+    def alter_log_dirs(self, moves: dict[tuple[str, int, int], str]) -> dict[tuple[str, int, int], str | None]:
+        """{replica: None (started) | the error code's name}."""
+        results = self._checked(lambda: self.admin.alter_replica_log_dirs(
+            {TopicPartitionReplica(*r): d for r, d in moves.items()}))
+        return {tuple(r): None if e is None else e.code.name for r, e in results.items()}
+
+    def replica_log_dirs(self, replicas: list[tuple[str, int, int]]
+                         ) -> dict[tuple[str, int, int], tuple[str | None, str | None]]:
+        """{replica: (current dir, future dir)}."""
+        infos = self._checked(lambda: self.admin.describe_replica_log_dirs([TopicPartitionReplica(*r) for r in replicas]))
+        return {tuple(r): (i.current_log_dir, i.future_log_dir) for r, i in infos.items()}
 
     def close(self) -> None:
         self.admin.close()

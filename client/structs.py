@@ -15,6 +15,25 @@ class TopicPartition(NamedTuple):
     partition: int
 
 
+class TopicPartitionReplica(NamedTuple):
+    """One broker's replica of a partition; shown as Kafka shows it: ``<broker>-<topic>-<partition>``."""
+    topic: str
+    partition: int
+    broker_id: int
+
+    def __str__(self) -> str:
+        return f"{self.broker_id}-{self.topic}-{self.partition}"
+
+
+class ReplicaLogDirInfo(NamedTuple):
+    """Where a replica lives (Kafka's DescribeReplicaLogDirsResult.ReplicaLogDirInfo): its dir and
+    offset lag, and those of its future replica while it moves to another dir (else None, -1)."""
+    current_log_dir: str | None = None
+    current_offset_lag: int = -1
+    future_log_dir: str | None = None
+    future_offset_lag: int = -1
+
+
 class RecordMetadata(NamedTuple):
     """Where a produced record landed (offset -1 with acks=0)."""
     topic: str

@@ -2,14 +2,17 @@
 
 Invariant: one tool, two ways to the cluster, the same plans and the same report lines as
 Kafka's ReassignPartitionsCommand: ``--bootstrap-server`` goes through a broker's admin API
-(AlterPartitionReassignments, ListPartitionReassignments, IncrementalAlterConfigs; the backend in
+(AlterPartitionReassignments, ListPartitionReassignments, IncrementalAlterConfigs, and for the
+``log_dirs`` of a reassignment AlterReplicaLogDirs and DescribeLogDirs; the backend in
 ``odradek.client.reassign_partitions_admin``, loaded by name as the console script table loads
 it), ``--zookeeper`` (deprecated in Kafka 2.8 too) writes /admin/reassign_partitions and the
-throttle configs itself and lets the controller act. ``--generate`` only prints; ``--execute``
-sets the throttles it is given (leader throttles on the moving partitions' current replicas,
-follower throttles on their new ones, the rate on every broker involved) before it starts the
-reassignments; ``--verify`` reports each partition and, once none is moving, removes every
-throttle (unless ``--preserve-throttles``). Every user error is ONE line via ``CommandError``
+throttle configs itself and lets the controller act (it refuses log dir moves, as Kafka).
+``--generate`` only prints; ``--execute`` sets the throttles it is given (leader throttles on the
+moving partitions' current replicas, follower throttles on their new ones, the rate on every
+broker involved; the log dir move rate on every broker with a move) before it starts the
+reassignments, then starts the log dir moves, retrying those whose replica is not on its broker
+yet until ``--timeout``; ``--verify`` reports each partition and each log dir move and, once
+none is moving, removes every throttle (unless ``--preserve-throttles``). Every user error is ONE line via ``CommandError``
 (exit code 1), never a traceback; nothing is changed when the arguments or the JSON are bad.
 """
 from __future__ import annotations
@@ -18,6 +21,7 @@ import argparse
 import importlib
 import json
 import os
+import time
 from typing import Any, Iterable, NoReturn, Protocol
 
 from kazoo.exceptions import NodeExistsError
@@ -30,9 +34,13 @@ from odradek.zk.config_entities import BROKERS, TOPICS, EntityConfigs
 from odradek.zk.znodes import ReassignPartitionsZNode, TopicZNode
 
 TopicPartition = tuple[str, int]
+Replica = tuple[str, int, int]    # topic, partition, broker (Kafka's TopicPartitionReplica)
 Ongoing = dict[TopicPartition, tuple[list[int], list[int], list[int]]]   # replicas, adding, removing
 
 RATE_CONFIGS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
+LOG_DIR_RATE_CONFIG = "replica.alter.log.dirs.io.max.bytes.per.second"
+ANY_LOG_DIR = "any"
+NEEDS_BOOTSTRAP = "bootstrap-server needs to be provided when replica reassignments are present."
 REPLICA_CONFIGS = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
 EXISTING = ("Cannot execute because there is an existing partition assignment.  Use --additional to override "
             "this and create a new partition assignment in addition to the existing one. The --additional flag "
@@ -48,6 +56,8 @@ class Backend(Protocol):
     def ongoing(self) -> Ongoing: ...
     def alter(self, reassignments: dict[TopicPartition, list[int] | None]) -> dict[TopicPartition, str]: ...
     def set_configs(self, entity_type: str, name: str, configs: dict[str, str], delete: Iterable[str]) -> None: ...
+    def alter_log_dirs(self, moves: dict[Replica, str]) -> dict[Replica, str | None]: ...
+    def replica_log_dirs(self, replicas: list[Replica]) -> dict[Replica, tuple[str | None, str | None]]: ...
     def close(self) -> None: ...
 
 
@@ -78,10 +88,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--throttle", type=int, default=-1, metavar="BYTES/S",
                    help="replication throttle for the moving replicas during --execute")
     p.add_argument("--replica-alter-log-dirs-throttle", type=int, default=-1, metavar="BYTES/S",
-                   help="not supported: odradek has no AlterReplicaLogDirs")
+                   help="rate of the log dir moves (between a broker's log dirs) during --execute")
     p.add_argument("--additional", action="store_true", help="--execute while other reassignments run")
     p.add_argument("--preserve-throttles", action="store_true", help="--verify and --cancel keep the throttles")
-    p.add_argument("--timeout", type=int, default=10000, metavar="MS", help="(accepted for compatibility)")
+    p.add_argument("--timeout", type=int, default=10000, metavar="MS",
+                   help="how long --execute retries starting log dir moves whose replica is not there yet")
     return p
 
 
@@ -100,8 +111,6 @@ def check_args(args: argparse.Namespace) -> str:
         raise CommandError(f"--{action} is only supported with --bootstrap-server")
     if args.zookeeper and args.additional:
         raise CommandError("--additional is only supported with --bootstrap-server")
-    if args.replica_alter_log_dirs_throttle >= 0:
-        raise CommandError("--replica-alter-log-dirs-throttle is not supported: odradek has no AlterReplicaLogDirs")
     needs = {"generate": ("topics_to_move_json_file", "broker_list"), "execute": ("reassignment_json_file",),
              "verify": ("reassignment_json_file",), "cancel": ("reassignment_json_file",), "list": ()}[action]
     missing = [n for n in needs if not getattr(args, n)]
@@ -109,6 +118,8 @@ def check_args(args: argparse.Namespace) -> str:
         raise CommandError(f"Missing required argument: --{missing[0].replace('_', '-')}")
     if args.throttle >= 0 and action != "execute":
         raise CommandError("--throttle is only used with --execute")
+    if args.replica_alter_log_dirs_throttle >= 0 and action != "execute":
+        raise CommandError("--replica-alter-log-dirs-throttle is only used with --execute")
     return action
 
 
@@ -126,6 +137,12 @@ def _read_json(path: str) -> Any:
 
 def parse_reassignment(path: str) -> dict[TopicPartition, list[int]]:
     """The partitions and target replicas of a reassignment JSON file (Kafka's checks)."""
+    return parse_reassignment_data(path)[0]
+
+
+def parse_reassignment_data(path: str) -> tuple[dict[TopicPartition, list[int]], dict[Replica, str]]:
+    """The partitions and target replicas of a reassignment JSON file, and the replicas whose
+    ``log_dirs`` entry names a dir rather than "any" (Kafka's checks)."""
     obj = _read_json(path)
     try:
         entries = [((str(e["topic"]), int(e["partition"])), [int(b) for b in e["replicas"]],
@@ -145,9 +162,26 @@ def parse_reassignment(path: str) -> dict[TopicPartition, list[int]]:
                                f"{','.join(map(str, replicas))}")
         if not replicas:
             raise CommandError(f"Partition {_name(tp)} has an empty replica list")
-        if log_dirs is not None and any(d != "any" for d in log_dirs):
-            raise CommandError("log_dirs other than \"any\" need AlterReplicaLogDirs, which odradek does not support")
-    return {tp: replicas for tp, replicas, _ in entries}
+        if log_dirs is not None and (not isinstance(log_dirs, list) or not all(isinstance(d, str) for d in log_dirs)):
+            raise CommandError(f"{path}: the log_dirs of {_name(tp)} must be a list of strings")
+        if log_dirs is not None and len(log_dirs) != len(replicas):
+            raise CommandError(f"Size of replicas list {_seq(replicas)} is different from size of log dirs list "
+                               f"{_seq(log_dirs)} for partition {_name(tp)}")
+    moves = {(tp[0], tp[1], b): d for tp, replicas, log_dirs in entries
+             for b, d in zip(replicas, log_dirs or ()) if d != ANY_LOG_DIR}
+    return {tp: replicas for tp, replicas, _ in entries}, moves
+
+
+def _seq(items: Iterable[Any]) -> str:
+    return f"List({', '.join(map(str, items))})"
+
+
+def _replica(r: Replica) -> str:
+    return f"{r[2]}-{r[0]}-{r[1]}"
+
+
+def _replicas(rs: Iterable[Replica]) -> str:
+    return ",".join(_replica(r) for r in sorted(rs, key=lambda r: (r[2], r[0], r[1])))
 
 
 def reassignment_json(assignment: dict[TopicPartition, list[int]]) -> str:
@@ -203,8 +237,9 @@ def generate(backend: Backend, topics_file: str, broker_list: str) -> int:
     return 0
 
 
-def execute(backend: Backend, path: str, throttle: int, additional: bool) -> int:
-    proposed = parse_reassignment(path)
+def execute(backend: Backend, path: str, throttle: int, additional: bool, log_dir_throttle: int = -1,
+            timeout_ms: int = 10000) -> int:
+    proposed, moves = parse_reassignment_data(path)
     ongoing = backend.ongoing()
     if ongoing and not additional:
         raise CommandError(EXISTING)
@@ -215,16 +250,48 @@ def execute(backend: Backend, path: str, throttle: int, additional: bool) -> int
     print("Current partition replica assignment\n")
     print(reassignment_json(current))
     print("\nSave this to use as the --reassignment-json-file option during rollback")
-    if throttle >= 0:
+    if throttle >= 0 or log_dir_throttle >= 0:
         print(VERIFY_WARNING)
+    if throttle >= 0:
         _set_throttles(backend, proposed, current, ongoing, throttle)
         print(f"The inter-broker throttle limit was set to {throttle} B/s")
+    if log_dir_throttle >= 0:
+        for b in sorted({r[2] for r in moves}):
+            backend.set_configs(BROKERS, str(b), {LOG_DIR_RATE_CONFIG: str(log_dir_throttle)}, ())
+        print(f"The replica-alter-dir throttle limit was set to {log_dir_throttle} B/s")
     errors = backend.alter(dict(proposed))
     if errors:
         raise CommandError("Error reassigning partition(s): " + "; ".join(
             f"{_name(tp)}: {errors[tp]}" for tp in sorted(errors)))
     print(f"Successfully started partition reassignment{'' if len(proposed) == 1 else 's'} for {_names(proposed)}")
+    if moves:
+        _execute_moves(backend, moves, timeout_ms)
     return 0
+
+
+def _execute_moves(backend: Backend, moves: dict[Replica, str], timeout_ms: int) -> None:
+    """Kafka's executeMoves: AlterReplicaLogDirs until every move started; a replica not on its
+    broker yet (REPLICA_NOT_AVAILABLE: a reassignment is bringing it) is asked again until
+    ``timeout_ms``; its broker keeps the dir for the replica's creation meanwhile."""
+    deadline = time.monotonic() + timeout_ms / 1000.0
+    pending = dict(moves)
+    while True:
+        results = backend.alter_log_dirs(pending)
+        failed = {r: e for r, e in results.items() if e is not None and e != "REPLICA_NOT_AVAILABLE"}
+        if failed:
+            r = min(failed, key=lambda r: (r[2], r[0], r[1]))
+            raise CommandError(f"Failed to alter dir for {_replica(r)}: {failed[r]}")
+        started = [r for r, e in results.items() if e is None and r in pending]
+        if started:
+            print(f"Successfully started log directory move{'' if len(started) == 1 else 's'} for: {_replicas(started)}")
+        for r in started:
+            del pending[r]
+        if not pending:
+            return
+        if time.monotonic() >= deadline:
+            raise CommandError(f"Timed out before log directory move{'' if len(pending) == 1 else 's'} could be "
+                               f"started for: {_replicas(pending)}")
+        time.sleep(0.1)
 
 
 def _current(backend: Backend, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, list[int]]:
@@ -261,7 +328,7 @@ def _set_throttles(backend: Backend, proposed: dict[TopicPartition, list[int]],
 
 
 def verify(backend: Backend, path: str, preserve_throttles: bool) -> int:
-    targets = parse_reassignment(path)
+    targets, moves = parse_reassignment_data(path)
     ongoing = backend.ongoing()
     current = _current(backend, targets)
     lines = ["Status of partition reassignment:"]
@@ -276,9 +343,36 @@ def verify(backend: Backend, path: str, preserve_throttles: bool) -> int:
             lines.append(f"There is no active reassignment of partition {_name(tp)}, but replica set is "
                          f"{','.join(map(str, current[tp]))} rather than {','.join(map(str, targets[tp]))}.")
     print("\n".join(lines))
+    if moves and not _verify_moves(backend, moves):
+        moving = True
     if not moving and not preserve_throttles:
         _clear_throttles(backend, targets)
     return 0
+
+
+def _verify_moves(backend: Backend, moves: dict[Replica, str]) -> bool:
+    """Kafka's verifyReplicaMoves: one line per log dir move; True when none is still moving."""
+    found = backend.replica_log_dirs(sorted(moves))
+    lines = []
+    done = True
+    for r in sorted(moves, key=lambda r: (r[2], r[0], r[1])):
+        target = moves[r]
+        current, future = found.get(r, (None, None))
+        if current is None:
+            lines.append(f"Partition {r[0]}-{r[1]} is not found in any live log dir on broker {r[2]}. "
+                         "There is likely an offline log directory on the broker.")
+        elif future is not None:
+            done = False
+            lines.append(f"Reassignment of replica {_replica(r)} is still in progress." if future == target else
+                         f"Partition {r[0]}-{r[1]} on broker {r[2]} is being moved to log dir {future} "
+                         f"instead of {target}.")
+        elif current == target:
+            lines.append(f"Reassignment of replica {_replica(r)} completed successfully.")
+        else:
+            lines.append(f"Partition {r[0]}-{r[1]} on broker {r[2]} is not being moved from log dir {current} "
+                         f"to {target}.")
+    print("\n".join(lines))
+    return done
 
 
 def _clear_throttles(backend: Backend, targets: dict[TopicPartition, list[int]]) -> None:
@@ -287,7 +381,7 @@ def _clear_throttles(backend: Backend, targets: dict[TopicPartition, list[int]])
     brokers = sorted(set(backend.brokers()) | {b for r in targets.values() for b in r})
     print(f"Clearing broker-level throttles on broker{'' if len(brokers) == 1 else 's'} {','.join(map(str, brokers))}")
     for b in brokers:
-        backend.set_configs(BROKERS, str(b), {}, RATE_CONFIGS)
+        backend.set_configs(BROKERS, str(b), {}, RATE_CONFIGS + (LOG_DIR_RATE_CONFIG,))
     topics = sorted({t for t, _ in targets})
     print(f"Clearing topic-level throttles on topic{'' if len(topics) == 1 else 's'} {','.join(topics)}")
     for t in topics:
@@ -376,6 +470,12 @@ class ZkBackend:
             except KafkaError as e:
                 raise CommandError(e.message or e.code.name) from None
 
+    def alter_log_dirs(self, moves: dict[Replica, str]) -> dict[Replica, str | None]:
+        raise CommandError(NEEDS_BOOTSTRAP)
+
+    def replica_log_dirs(self, replicas: list[Replica]) -> dict[Replica, tuple[str | None, str | None]]:
+        raise CommandError(NEEDS_BOOTSTRAP)
+
     def close(self) -> None:
         self.zk.stop()
         self.zk.close()
@@ -384,6 +484,8 @@ class ZkBackend:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     action = check_args(args)
+    if args.zookeeper and action in ("execute", "verify") and parse_reassignment_data(args.reassignment_json_file)[1]:
+        raise CommandError(NEEDS_BOOTSTRAP)
     if args.bootstrap_server:
         module = importlib.import_module("odradek.client.reassign_partitions_admin")
         backend: Backend = module.open_backend(args.bootstrap_server, args.command_config, CommandError)
@@ -393,7 +495,8 @@ def main(argv: list[str] | None = None) -> int:
         if action == "generate":
             return generate(backend, args.topics_to_move_json_file, args.broker_list)
         if action == "execute":
-            return execute(backend, args.reassignment_json_file, args.throttle, args.additional)
+            return execute(backend, args.reassignment_json_file, args.throttle, args.additional,
+                           args.replica_alter_log_dirs_throttle, args.timeout)
         if action == "verify":
             return verify(backend, args.reassignment_json_file, args.preserve_throttles)
         if action == "cancel":

@@ -28,7 +28,8 @@ HANDLER_MODULES: tuple[str, ...] = (
     # admin
     "describe_cluster", "describe_configs", "elect_leaders", "alter_configs", "incremental_alter_configs",
     "describe_log_dirs", "alter_partition_reassignments", "list_partition_reassignments",
-    "delete_records", "describe_producers", "update_features", "describe_client_quotas", "alter_client_quotas",
+    "delete_records", "alter_replica_log_dirs", "describe_producers", "update_features", "describe_client_quotas",
+    "alter_client_quotas",
     "create_delegation_token", "renew_delegation_token", "expire_delegation_token", "describe_delegation_token",
     # controller APIs of inter.broker.protocol.version 2.7+
     "alter_isr",

@@ -2,8 +2,10 @@
 
 Invariant: as ReplicaManager.describeLogDirs in Kafka 2.8: one result per configured log dir (its
 absolute path); an offline dir is KAFKA_STORAGE_ERROR with no topics; a partition's offset lag is
-how far its log end is behind its high watermark (0 on a leader; odradek has no future replicas,
-so is_future_key is always false). Without Describe on the Cluster the answer lists no dir.
+how far its log end is behind its high watermark (0 on a leader); a future replica (a move between
+log dirs, AlterReplicaLogDirs) is listed in its dir with is_future_key true and an offset lag of
+how far its log end is behind the current replica's. Without Describe on the Cluster the answer
+lists no dir.
 """
 from __future__ import annotations
 
@@ -25,14 +27,20 @@ def handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:
     lm = ctx.log_manager
     asked = None if req.topics is None else {(t.topic, p) for t in req.topics for p in t.partition_index}
     by_dir: dict[str, dict[str, list[dict[str, Any]]]] = {}
-    for log in sorted(lm.all_logs(), key=lambda lg: (lg.topic, lg.partition)):
+    for log in sorted(lm.all_logs() + lm.future_logs(), key=lambda lg: (lg.topic, lg.partition, lg.is_future)):
         tp = (log.topic, log.partition)
         if asked is not None and tp not in asked:
             continue
-        topics = by_dir.setdefault(lm.log_dir_of(tp) or "", {})
-        topics.setdefault(log.topic, []).append({
+        current = lm.get_log(tp)
+        if log.is_future:
+            d = lm.future_log_dir_of(tp)
+            lag = current.log_end_offset - log.log_end_offset if current is not None else -1
+        else:
+            d = lm.log_dir_of(tp)
+            lag = max(log.high_watermark - log.log_end_offset, 0)
+        by_dir.setdefault(d or "", {}).setdefault(log.topic, []).append({
             "partition_index": log.partition, "partition_size": log.size,
-            "offset_lag": max(log.high_watermark - log.log_end_offset, 0), "is_future_key": False})
+            "offset_lag": lag, "is_future_key": log.is_future})
     results = []
     for d in lm.log_dirs:
         if not lm.is_log_dir_online(d):

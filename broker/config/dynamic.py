@@ -1,9 +1,9 @@
 """Dynamic broker configs: what running brokers take from /config/brokers/<id> and /<default>.
 
 Invariant: declared once here, as Kafka 2.8's DynamicBrokerConfig allows them: the per-broker
-replication throttle rates (DynamicConfig.Broker, KIP-73; for one broker id only), the log
-defaults (DynamicLogConfig: the broker settings topic configs fall back to, but not
-log.message.format.version), the connection limits (DynamicConnectionQuota), the log cleaner's
+replication throttle rates and the log dir move rate (DynamicConfig.Broker, KIP-73/KIP-113; for
+one broker id only), the log defaults (DynamicLogConfig: the broker settings topic configs fall
+back to, but not log.message.format.version), the connection limits (DynamicConnectionQuota), the log cleaner's
 backoff, and each listener's keystore and truststore (DynamicListenerConfig's SSL part; for one
 broker id only, as ``ssl.*`` or ``listener.name.<l>.ssl.*``). Values are parsed by the same
 ``_parse`` as every other config; a name not declared here cannot be updated dynamically. The
@@ -28,6 +28,8 @@ PER_BROKER_CONFIG: dict[str, ConfigKey] = _table([
     ("follower.replication.throttled.rate", LONG, LONG_MAX, at_least(0),
      "Bytes/s of replication traffic this broker fetches as follower for the replicas listed in topics' "
      "follower.replication.throttled.replicas."),
+    ("replica.alter.log.dirs.io.max.bytes.per.second", LONG, LONG_MAX, at_least(0),
+     "Bytes/s this broker copies between its log dirs to move replicas (AlterReplicaLogDirs)."),
 ])
 # the derived ones (segment.ms, retention.ms...) fall back to their *.ms setting, which is dynamic
 _DERIVED = {"segment.ms": "log.roll.ms", "segment.jitter.ms": "log.roll.jitter.ms",
@@ -138,8 +140,8 @@ def decode_passwords(config: KafkaConfig, stored: Mapping[str, str]) -> dict[str
     return out
 
 
-def throttle_rates(broker_overrides: Mapping[str, Any]) -> tuple[int, int]:
-    """(leader, follower) replication throttle rates of a broker's dynamic overrides."""
+def throttle_rates(broker_overrides: Mapping[str, Any]) -> tuple[int, int, int]:
+    """(leader, follower, log dir move) throttle rates of a broker's dynamic overrides."""
     values = validate({k: v for k, v in broker_overrides.items() if k in PER_BROKER_CONFIG}, True)
     return tuple(values.get(n, key.default) for n, key in PER_BROKER_CONFIG.items())  # type: ignore[return-value]
 

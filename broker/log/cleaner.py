@@ -281,6 +281,7 @@ class LogCleaner:
         self._checkpoints: dict[str, dict[TopicPartition, int]] = {}
         self._owner: dict[TopicPartition, Log] = {}  # the Log object a checkpoint entry belongs to
         self.uncleanable: dict[TopicPartition, Log] = {}  # failed once: skipped (Kafka's uncleanable)
+        self.paused: frozenset[TopicPartition] = frozenset()   # moving between log dirs: not cleaned meanwhile
 
     # ------------------------------------------------------------ checkpoints
     def _dir_of(self, log: Log) -> str:
@@ -362,7 +363,8 @@ class LogCleaner:
         ``min.cleanable.dirty.ratio`` (at most ``max_logs_per_pass`` of them)."""
         candidates = []
         for log in self._all_logs():
-            if not log.config.compact or self.uncleanable.get(log.topic_partition) is log:
+            if (not log.config.compact or self.uncleanable.get(log.topic_partition) is log
+                    or log.topic_partition in self.paused):
                 continue
             try:
                 ratio, dirty = self.dirty_ratio(log)

@@ -94,6 +94,11 @@ class LeaderEpochFileCache:
         self._entries = [EpochEntry(covering.epoch, start_offset)] + keep
         self._flush()
 
+    def move_to(self, path: str) -> None:
+        """Keep these entries in ``path`` from now on (a replica moved to another log dir)."""
+        self.path = path
+        self._flush()
+
     def clear_and_flush(self) -> None:
         self._entries = []
         self._flush()

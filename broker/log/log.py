@@ -72,9 +72,16 @@ class UnexpectedAppendOffsetError(KafkaError):
         self.log_end_offset = log_end_offset
 
 
+_SUFFIXED_DIR = re.compile(r"^(.+)\.[0-9a-f]{32}-(?:future|delete)$")
+FUTURE_DIR_SUFFIX = "-future"
+
+
 def parse_topic_partition(dirname: str) -> tuple[str, int]:
-    """``my-topic-3`` -> ("my-topic", 3); ValueError if it is not a partition directory."""
-    topic, sep, part = os.path.basename(dirname.rstrip("/")).rpartition("-")
+    """``my-topic-3`` -> ("my-topic", 3), also for a future or deleted replica's
+    ``my-topic-3.<uuid hex>-future``; ValueError if it is not a partition directory."""
+    name = os.path.basename(dirname.rstrip("/"))
+    m = _SUFFIXED_DIR.match(name)
+    topic, sep, part = (m.group(1) if m else name).rpartition("-")
     if not sep or not topic or not part.isdigit():
         raise ValueError(f"not a partition directory: {dirname}")
     return topic, int(part)
@@ -90,6 +97,8 @@ class Log(LogRetention, TransactionalLog):
         self.dir = dir
         self.topic, self.partition = parse_topic_partition(dir)
         self._name = f"{self.topic}-{self.partition}"
+        # a future replica (AlterReplicaLogDirs) fills ``<topic>-<p>.<uuid>-future`` until it replaces the current one
+        self.is_future = dir.rstrip("/").endswith(FUTURE_DIR_SUFFIX)
         self.config = config
         self._leader_checks = (config, LeaderChecks.of(config))
         self._time = time
@@ -512,6 +521,17 @@ class Log(LogRetention, TransactionalLog):
         os.replace(self.dir, new_dir)
         self.dir = new_dir
 
+    def rename_open(self, new_dir: str) -> None:
+        """Rename the partition directory and keep using the log (a future log becoming the
+        current one): nothing is closed, flushed or reloaded."""
+        os.replace(self.dir, new_dir)
+        self.dir = new_dir
+        self.is_future = new_dir.rstrip("/").endswith(FUTURE_DIR_SUFFIX)
+        for seg in self.segments:
+            seg.moved_to(new_dir)
+        self.producer_state.dir = new_dir
+        self.leader_epoch_cache.path = os.path.join(new_dir, LEADER_EPOCH_CHECKPOINT)
+
     def __repr__(self) -> str:
         return (f"Log({self.topic}-{self.partition}, start={self.log_start_offset}, "
                 f"end={self.log_end_offset}, segments={len(self.segments)})")
@@ -529,5 +549,5 @@ def is_log_file(name: str) -> bool:
     return name.endswith(LOG_SUFFIX) and bool(_SEGMENT_FILE.match(name))
 
 
-__all__ = ["Log", "LogAppendInfo", "UnexpectedAppendOffsetError", "parse_topic_partition",
+__all__ = ["Log", "LogAppendInfo", "FUTURE_DIR_SUFFIX", "UnexpectedAppendOffsetError", "parse_topic_partition",
            "EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "INT32_MAX", "is_log_file"]

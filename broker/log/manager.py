@@ -6,6 +6,9 @@ Invariants:
   next load: it is removed as soon as the logs are loaded, so a later crash is
   seen as unclean and the logs are recovered from their checkpointed recovery points;
 - checkpoint files name only partitions present in their log dir;
+- a partition has at most one future log (AlterReplicaLogDirs: ``<topic>-<p>.<uuid>-future`` in
+  another dir than its current log), never without a current log except after a crash inside
+  ``replace_current_with_future``, which the next load completes (the future is promoted);
 - an I/O error under a log dir (loading, creating a log, retention, any checkpoint)
   goes to the ``LogDirFailureChannel``: the dir is offline until restart, its logs are
   closed and forgotten (``handle_log_dir_failure``), nothing is written there again, and
@@ -23,21 +26,21 @@ import time as _time
 import uuid
 from typing import Callable, ContextManager, Mapping
 
-from odradek.protocol.errors import KafkaError
+from odradek.protocol.errors import ErrorCode, KafkaError
 
 from ..config.kafka_config import KafkaConfig, LogConfig
 from .checkpoint import (CLEAN_SHUTDOWN_FILE, HIGH_WATERMARK_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
                          META_PROPERTIES, RECOVERY_POINT_CHECKPOINT, CheckpointError,
                          OffsetCheckpointFile, read_properties, write_properties)
 from .producer_state import DEFAULT_EXPIRATION_MS
-from .log import Log, parse_topic_partition
+from .log import FUTURE_DIR_SUFFIX, Log, parse_topic_partition
 from .log_dir_failure import LogDirFailureChannel, storage_error
+from .partition_metadata import read_topic_id, write_topic_id
 
 logger = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 DELETE_DIR_SUFFIX = "-delete"
-FUTURE_DIR_SUFFIX = "-future"
 LOCK_FILE = ".lock"
 
 
@@ -63,6 +66,10 @@ class LogManager:
         self._topic_config = topic_config or (lambda topic: LogConfig.from_broker(config))
         self._logs: dict[TopicPartition, Log] = {}
         self._log_dir_of: dict[TopicPartition, str] = {}
+        self._future_logs: dict[TopicPartition, Log] = {}
+        self._future_dir_of: dict[TopicPartition, str] = {}
+        # where a partition's log goes when it is created here (AlterReplicaLogDirs before the replica exists)
+        self.preferred_log_dirs: dict[TopicPartition, str] = {}
         self._locks: dict[str, int] = {}
         self._closed = False
         self.failure_channel = failure_channel or LogDirFailureChannel()
@@ -83,8 +90,9 @@ class LogManager:
                     self.failure_channel.maybe_add_offline_log_dir(d, "loading the logs failed", e)
                     self.handle_log_dir_failure(d)
             self._require_live_dirs()
+            self._promote_orphan_futures()
         except BaseException:
-            for log in self._logs.values():
+            for log in [*self._logs.values(), *self._future_logs.values()]:
                 log.close()
             self._unlock_all()
             raise
@@ -110,9 +118,12 @@ class LogManager:
         the partitions that were in it (Kafka's ``LogManager.handleLogDirFailure``)."""
         d = os.path.abspath(d)
         gone = sorted(tp for tp, ld in self._log_dir_of.items() if ld == d)
-        for tp in gone:
+        dropped = [(tp, self._logs.pop(tp, None)) for tp in gone]
+        for tp in [tp for tp, fd in self._future_dir_of.items() if fd == d or tp in gone]:
+            self._future_dir_of.pop(tp, None)   # a move into or out of the failed dir ends
+            dropped.append((tp, self._future_logs.pop(tp, None)))
+        for tp, log in dropped:
             self._log_dir_of.pop(tp, None)
-            log = self._logs.pop(tp, None)
             if log is not None:
                 for seg in log.segments:
                     try:
@@ -171,21 +182,20 @@ class LogManager:
             if name.endswith(DELETE_DIR_SUFFIX):
                 shutil.rmtree(path, ignore_errors=True)
                 continue
-            if name.endswith(FUTURE_DIR_SUFFIX):
-                logger.warning("ignoring future replica directory %s", path)
-                continue
             try:
                 tp = parse_topic_partition(name)
             except ValueError:
                 continue
-            if tp in self._logs:
+            future = name.endswith(FUTURE_DIR_SUFFIX)
+            logs, dirs = (self._future_logs, self._future_dir_of) if future else (self._logs, self._log_dir_of)
+            if tp in logs:
                 raise LogDirError(f"Duplicate log directories for {tp[0]}-{tp[1]}: "
-                                  f"{self._logs[tp].dir} and {path}")
+                                  f"{logs[tp].dir} and {path}")
             log = Log(path, self._topic_config(tp[0]), recovery_points.get(tp, 0), self._time,
                       start_offsets.get(tp, 0), had_clean_shutdown=clean,
                       producer_id_expiration_ms=self._producer_id_expiration_ms())
-            self._logs[tp] = log
-            self._log_dir_of[tp] = d
+            logs[tp] = log
+            dirs[tp] = d
         if clean:
             os.remove(marker)
         logger.info("loaded %d logs from %s (%s shutdown)", sum(1 for v in self._log_dir_of.values() if v == d),
@@ -241,11 +251,14 @@ class LogManager:
     def log_dir_of(self, tp: TopicPartition) -> str | None:
         return self._log_dir_of.get(tuple(tp))  # type: ignore[arg-type]
 
-    def _next_log_dir(self) -> str:
+    def _next_log_dir(self, tp: TopicPartition | None = None) -> str:
         """The live log dir holding the fewest partitions (the first such in ``log.dirs``)."""
         live = self.live_log_dirs
         if not live:
             raise storage_error("no live log dir left")
+        preferred = self.preferred_log_dirs.pop(tp, None) if tp is not None else None
+        if preferred in live:
+            return preferred
         counts = {d: 0 for d in live}
         for d in self._log_dir_of.values():
             if d in counts:
@@ -265,7 +278,7 @@ class LogManager:
         offline = self.failure_channel.offline_dirs
         if offline:
             raise storage_error(f"cannot create the log of {tp[0]}-{tp[1]}: log dirs {','.join(offline)} are offline")
-        d = self._next_log_dir()
+        d = self._next_log_dir(tp)
         config = log_config or self._topic_config(tp[0])
         with self._io(d, f"creating the log of {tp[0]}-{tp[1]}"):
             log = Log(os.path.join(d, f"{tp[0]}-{tp[1]}"), config, 0, self._time, 0, had_clean_shutdown=True,
@@ -278,6 +291,8 @@ class LogManager:
     def delete_log(self, tp: TopicPartition) -> bool:
         """Remove the log: rename its dir to ``<topic>-<p>.<uuid>-delete`` then delete it."""
         tp = (tp[0], int(tp[1]))
+        self.remove_future_log(tp)
+        self.preferred_log_dirs.pop(tp, None)
         log = self._logs.pop(tp, None)
         d = self._log_dir_of.pop(tp, None)
         if log is None or d is None:
@@ -288,6 +303,102 @@ class LogManager:
             shutil.rmtree(target, ignore_errors=True)
             self._checkpoint_dir(d)
         return True
+
+    # ---------------------------------------------------------------- future logs
+    def get_future_log(self, tp: TopicPartition) -> Log | None:
+        return self._future_logs.get(tuple(tp))  # type: ignore[arg-type]
+
+    def future_logs(self) -> list[Log]:
+        return list(self._future_logs.values())
+
+    def future_log_dir_of(self, tp: TopicPartition) -> str | None:
+        return self._future_dir_of.get(tuple(tp))  # type: ignore[arg-type]
+
+    def check_log_dir(self, d: str) -> None:
+        """LOG_DIR_NOT_FOUND unless ``d`` is a configured log dir (its absolute path, as Kafka
+        compares), KAFKA_STORAGE_ERROR if it is offline (``LogManager.isLogDirOnline``)."""
+        if d not in self.log_dirs:
+            raise KafkaError(ErrorCode.LOG_DIR_NOT_FOUND, f"Log dir {d} is not found in the config.")
+        if not self.is_log_dir_online(d):
+            raise storage_error(f"Log directory {d} is offline")
+
+    def maybe_update_preferred_log_dir(self, tp: TopicPartition, d: str) -> None:
+        """Remember ``d`` for the partition's log unless its current or future log is there."""
+        tp = (tp[0], int(tp[1]))
+        if self._log_dir_of.get(tp) != d and self._future_dir_of.get(tp) != d:
+            self.preferred_log_dirs[tp] = d
+
+    def create_future_log(self, tp: TopicPartition, d: str, log_config: LogConfig | None = None) -> Log:
+        """An empty future log of ``tp`` in ``d`` starting at the current log's start offset (not
+        while any dir is offline, as Kafka: the future could otherwise exist in two dirs)."""
+        tp = (tp[0], int(tp[1]))
+        current = self._logs[tp]
+        offline = self.failure_channel.offline_dirs
+        if offline:
+            raise storage_error(f"Can not create log for {tp[0]}-{tp[1]} because log directories "
+                                f"{','.join(offline)} are offline")
+        path = os.path.join(d, f"{tp[0]}-{tp[1]}.{uuid.uuid4().hex}{FUTURE_DIR_SUFFIX}")
+        with self._io(d, f"creating the future log of {tp[0]}-{tp[1]}"):
+            log = Log(path, log_config or current.config, 0, self._time, 0, had_clean_shutdown=True,
+                      producer_id_expiration_ms=self._producer_id_expiration_ms())
+            if current.log_start_offset > 0:
+                log.truncate_fully_and_start_at(current.log_start_offset)
+            topic_id = read_topic_id(current.dir)
+            if topic_id is not None:
+                write_topic_id(log.dir, topic_id)
+        self._future_logs[tp] = log
+        self._future_dir_of[tp] = d
+        self.preferred_log_dirs.pop(tp, None)
+        logger.info("created future log for %s-%d in %s", tp[0], tp[1], d)
+        return log
+
+    def remove_future_log(self, tp: TopicPartition) -> bool:
+        """Drop the partition's future log (a cancelled or replaced move, a deleted partition)."""
+        tp = (tp[0], int(tp[1]))
+        log = self._future_logs.pop(tp, None)
+        d = self._future_dir_of.pop(tp, None)
+        if log is None or d is None:
+            return False
+        target = log.dir[:-len(FUTURE_DIR_SUFFIX)] + DELETE_DIR_SUFFIX
+        with self._io(d, f"deleting the future log of {tp[0]}-{tp[1]}"):
+            log.rename_dir(target)
+            shutil.rmtree(target, ignore_errors=True)
+        logger.info("removed the future log of %s-%d from %s", tp[0], tp[1], d)
+        return True
+
+    def replace_current_with_future(self, tp: TopicPartition) -> tuple[Log, str]:
+        """The future log becomes the partition's log (Kafka's replaceCurrentWithFutureLog):
+        the current dir is renamed ``<topic>-<p>.<uuid>-delete`` first (its files closed, nothing
+        written), then the future one ``<topic>-<p>`` (kept open; a crash between the two renames
+        is completed by the next load). Returns the new log (the caller carries the in-memory
+        state over) and the renamed old dir, for the caller to delete off the reactor."""
+        tp = (tp[0], int(tp[1]))
+        current = self._logs[tp]
+        old_d, new_d = self._log_dir_of[tp], self._future_dir_of[tp]
+        trash = f"{current.dir}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+        with self._io(old_d, f"moving the log of {tp[0]}-{tp[1]} away"):
+            for seg in current.segments:
+                seg.close_handlers()
+            os.replace(current.dir, trash)
+        with self._io(new_d, f"renaming the future log of {tp[0]}-{tp[1]}"):
+            log = self._promote(tp)
+        # no checkpoint is written here (fsyncs on the reactor): the new dir's files already name the
+        # partition (the future log was checkpointed there), the old dir's entry has no log any more
+        logger.info("the log of %s-%d moved from %s to %s", tp[0], tp[1], old_d, new_d)
+        return log, trash
+
+    def _promote(self, tp: TopicPartition) -> Log:
+        """Rename the future log's dir to ``<topic>-<p>``: it is the current log from now on."""
+        future, d = self._future_logs.pop(tp), self._future_dir_of.pop(tp)
+        future.rename_open(os.path.join(d, f"{tp[0]}-{tp[1]}"))
+        self._logs[tp], self._log_dir_of[tp] = future, d
+        return future
+
+    def _promote_orphan_futures(self) -> None:
+        """A future log without a current one was being swapped in when the broker stopped."""
+        for tp in [tp for tp in self._future_logs if tp not in self._logs]:
+            self._promote(tp)
+            logger.warning("completed the interrupted move of %s-%d to %s", tp[0], tp[1], self._log_dir_of[tp])
 
     def _producer_id_expiration_ms(self) -> int:
         """Kafka expires idle producer ids after transactional.id.expiration.ms."""
@@ -314,7 +425,11 @@ class LogManager:
 
     # ---------------------------------------------------------------- checkpoints
     def _logs_in(self, d: str) -> dict[TopicPartition, Log]:
-        return {tp: self._logs[tp] for tp, ld in self._log_dir_of.items() if ld == d}
+        """The logs in ``d``, future ones included (their recovery points and log starts are
+        checkpointed in their own dir, where a restart reads them)."""
+        out = {tp: self._future_logs[tp] for tp, fd in self._future_dir_of.items() if fd == d}
+        out.update({tp: self._logs[tp] for tp, ld in self._log_dir_of.items() if ld == d})
+        return out
 
     def _checkpoint_dir(self, d: str) -> None:
         logs = self._logs_in(d)
@@ -359,8 +474,8 @@ class LogManager:
         if self._closed:
             return
         self._closed = True
-        for tp, log in list(self._logs.items()):
-            d = self._log_dir_of[tp]
+        for tp, log, d in [*((tp, lg, self._log_dir_of[tp]) for tp, lg in self._logs.items()),
+                           *((tp, lg, self._future_dir_of[tp]) for tp, lg in self._future_logs.items())]:
             try:
                 with self._io(d, f"closing the log of {tp[0]}-{tp[1]}"):
                     log.flush()

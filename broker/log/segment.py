@@ -329,6 +329,16 @@ class LogSegment:
             os.close(self._fd)
             self._fd = -1
 
+    def moved_to(self, dir: str) -> None:
+        """Its directory was renamed to ``dir`` (the open log file stays valid; the indexes are
+        opened by path)."""
+        prefix = os.path.join(dir, filename_prefix(self.base_offset))
+        self.dir = dir
+        self.log_path = prefix + LOG_SUFFIX
+        self.offset_index.path = prefix + INDEX_SUFFIX
+        self.time_index.path = prefix + TIME_INDEX_SUFFIX
+        self.txn_index.path = prefix + TXN_INDEX_SUFFIX
+
     def close_handlers(self) -> None:
         """Close the file without touching the indexes (for deletion)."""
         if self._fd >= 0:

@@ -104,6 +104,8 @@ class ReplicaManager:
         self.on_stop_replicas: Callable[[list[TopicPartition]], None] = lambda tps: None
         # The log cleaner (``maybe_truncate_checkpoint``) told about follower truncations; None = none.
         self.cleaner: Any = None
+        # moves between this broker's log dirs (``log_dir_mover.ReplicaAlterLogDirsManager``); None = none
+        self.log_dir_mover: Any = None
         # Classic ISR path: (tp, LeaderIsrAndControllerEpoch) -> Deferred[new zk_version | None]
         # and (tps) -> Deferred (one /isr_change_notification node); None = no ZooKeeper.
         self.isr_writer = isr_writer
@@ -345,7 +347,10 @@ class ReplicaManager:
         return self.log_manager.get_or_create_log(tp, self.log_config(tp[0]))
 
     def _on_truncate(self, tp: TopicPartition, offset: int) -> None:
-        """A follower log was truncated to ``offset``: cleaning must restart from there at most."""
+        """A follower log was truncated to ``offset``: cleaning must restart from there at most,
+        and a future log (a move between log dirs) is truncated too."""
+        if self.log_dir_mover is not None:
+            self.log_dir_mover.on_truncate(tp, offset)
         if self.cleaner is not None:
             try:
                 self.cleaner.maybe_truncate_checkpoint(tp, offset)

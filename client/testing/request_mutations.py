@@ -10,8 +10,8 @@ Never sent: ControlledShutdown (key 7; v0-1 carry no epoch, so a mutated Metadat
 a real shutdown request for the broker), in any form. Other requests that could legitimately change
 the shared cluster are built in a harmless form: the controller-only APIs (LeaderAndIsr,
 StopReplica, UpdateMetadata) carry controller id and epoch -100 (refused as stale, and many bits
-away from a valid value), DeleteTopics, DeleteRecords, AlterPartitionReassignments and AlterIsr
-(whose broker epoch -1 is refused anyway) name a topic that does not exist, CreatePartitions asks
+away from a valid value), DeleteTopics, DeleteRecords, AlterReplicaLogDirs, AlterPartitionReassignments
+and AlterIsr (whose broker epoch -1 is refused anyway) name a topic that does not exist, CreatePartitions asks
 for 0 partitions, CreateTopics names the fuzz topic (which exists) with validate_only where the
 version has it, AlterClientQuotas is validate_only about an entity type Kafka refuses.
 """
@@ -40,8 +40,9 @@ from odradek.protocol.schema import ArrayOf, Field, Message, StructOf, Type
 PRODUCE_KEY = 0
 NEVER_SENT = frozenset({7})                  # ControlledShutdown: see the module docstring
 FOREIGN_ID = -100                           # controller id / epoch: never this cluster's
-# DeleteTopics, DeleteRecords, AlterPartitionReassignments, AlterIsr: only about a topic that does not exist
-ABSENT_TOPIC_ONLY = frozenset({20, 21, 45, 56})
+# DeleteTopics, DeleteRecords, AlterReplicaLogDirs, AlterPartitionReassignments, AlterIsr: only ever about a
+# topic that does not exist
+ABSENT_TOPIC_ONLY = frozenset({20, 21, 34, 45, 56})
 
 
 @dataclass(frozen=True)
@@ -138,7 +139,7 @@ def sample_body(api: ModuleType, version: int, topic: str, group: str, absent_to
     if api.API_KEY in ABSENT_TOPIC_ONLY:
         if "topic_names" in body:
             body["topic_names"] = [absent_topic]
-        for t in body.get("topics", []):
+        for t in body.get("topics", []) + [t for d in body.get("dirs", []) for t in d["topics"]]:
             t["name"] = absent_topic
     return body
 

@@ -179,7 +179,7 @@ def test_broker_api_versions_and_get_offsets_tools(compat_cluster, capsys):
     assert out[0] == f"{host}:{port} (id: 1 rack: null) -> (" and out[-1] == ")"
     lines = [ln.strip().rstrip(",") for ln in out[1:-1]]
     assert lines[0] == "Produce(0): 0 to 9 [usable: 9]"
-    assert "ApiVersions(18): 0 to 3 [usable: 3]" in lines and "AlterReplicaLogDirs(34): UNSUPPORTED" in lines
+    assert "ApiVersions(18): 0 to 3 [usable: 3]" in lines and "AlterReplicaLogDirs(34): 0 to 2 [usable: 2]" in lines
     assert "DeleteRecords(21): 0 to 2 [usable: 2]" in lines and "ListPartitionReassignments(46): 0 [usable: 0]" in lines
     assert "ElectLeaders(43): 0 to 2 [usable: 2]" in lines
     assert "DescribeClientQuotas(48): 0 to 1 [usable: 1]" in lines and "AlterClientQuotas(49): 0 to 1 [usable: 1]" in lines
