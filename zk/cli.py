@@ -15,7 +15,7 @@ import sys
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "cluster": ("odradek.zk.cluster", "main", "local ZooKeeper ensemble + brokers: up | down | status"),
     "zookeeper": ("odradek.zk.ensemble", "main", "start one ZooKeeper node"),
-    "broker": ("odradek.broker.server", "main", "start one broker: broker start server.properties"),
+    "broker": ("odradek.broker.main", "main", "start one broker: broker start server.properties"),
     "topics": ("odradek.zk.topics_cli", "main", "create, list, describe, alter, delete topics (like kafka-topics.sh --zookeeper)"),
     "acls": ("odradek.zk.acls_cli", "main", "add, remove, list ACLs (like kafka-acls.sh)"),
     "configs": ("odradek.zk.configs_cli", "main", "describe, alter configs and SCRAM credentials (like kafka-configs.sh)"),

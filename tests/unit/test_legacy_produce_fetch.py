@@ -158,7 +158,7 @@ def test_old_fetches_keep_to_the_bytes_read(broker):
 
 
 def test_a_message_format_below_0_11_is_refused_in_one_line(tmp_path, capsys):
-    from odradek.broker.server import main
+    from odradek.broker.main import main
     props = tmp_path / "server.properties"
     props.write_text(f"zookeeper.connect=127.0.0.1:1\nlog.dirs={tmp_path / 'logs'}\n")
     assert main(["start", str(props), "--override", "log.message.format.version=0.10.2"]) == 1
