@@ -68,7 +68,7 @@ class Collector:
         self._groups: list[str] = []
         self._endpoints: dict[int, tuple[float, str | None, str | None]] = {}
         self._series: dict[int, RateSeries] = {}
-        self._scrape = scrape or _http_get
+        self._scrape = scrape or http_get
 
     # ------------------------------------------------------------------ one cycle
     def collect(self) -> RawReads:
@@ -241,6 +241,6 @@ class Collector:
             self._zk = None
 
 
-def _http_get(url: str, timeout: float = 2.0) -> str:
+def http_get(url: str, timeout: float = 2.0) -> str:
     with urllib.request.urlopen(url, timeout=timeout) as resp:  # noqa: S310 - http:// of a broker
         return resp.read().decode("utf-8", "replace")

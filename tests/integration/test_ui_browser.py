@@ -89,7 +89,9 @@ def test_page_shows_brokers_controller_zookeeper_and_topics(page, cluster):
     wait_until(lambda: "standalone" in _text(page, "#zookeeper"), 10, "the ZooKeeper node and its mode")
     wait_until(lambda: _attr(page, f"tr[data-tp^='{TOPIC}-']", "data-urp") == ["false"] * 3, 10,
                "three in-sync partitions of the topic")
-    assert "no throughput" in _text(page, ".broker")  # this branch's brokers serve no metrics.port
+    # each broker has its throughput sparklines, or says why it has none (no metrics.port)
+    assert page.execute_script("return [...document.querySelectorAll('.broker')]"
+                               ".every(b => b.querySelector('svg.spark, [data-metrics=none]'))")
 
 
 @pytest.fixture(scope="module")
@@ -153,3 +155,19 @@ def test_a_killed_broker_is_shown_gone_and_its_partitions_under_replicated(page,
     wait_until(lambda: int(_text(page, "[data-summary=under_replicated] .n") or 0) >= 3, 10,
                "the under-replicated count in the summary")
     page.save_screenshot(str(DOCS / "ui.png"))
+
+
+def test_zookeeper_down_is_shown_and_the_page_keeps_updating_then_recovers(page, cluster):
+    cycle = lambda: int(page.execute_script("return document.body.dataset.cycle || 0"))  # noqa: E731
+    cluster.ensemble.stop_node(1)
+    wait_until(lambda: "zookeeper" in _attr(page, "#errors .error", "data-error"), 30,
+               "the ZooKeeper failure shown on the page")
+    assert "down" in _text(page, "#zookeeper")
+    seen = cycle()
+    wait_until(lambda: cycle() > seen + 2, 30, "the page still updating")
+    # the brokers' own metadata stands in: the topic and the live brokers are still shown
+    assert _attr(page, f"tr[data-tp^='{TOPIC}-']", "data-urp") == ["true"] * 3
+    assert len(_attr(page, ".broker[data-status=up]", "data-broker")) == 2
+    cluster.ensemble.start_node(1)
+    wait_until(lambda: "zookeeper" not in _attr(page, "#errors .error", "data-error")
+               and "standalone" in _text(page, "#zookeeper"), 60, "the page back on ZooKeeper")

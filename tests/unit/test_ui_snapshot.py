@@ -7,7 +7,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from odradek.client.ui.collector import ensemble_members, server_mode
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from odradek.client.ui.collector import ensemble_members, http_get, server_mode
 from odradek.client.ui.metrics import RateSeries, broker_totals, parse_samples
 from odradek.client.ui.snapshot import GroupRead, PartitionRead, RawReads, build
 
@@ -133,3 +136,36 @@ def test_the_page_and_its_assets_are_package_data():
     assert "odradek.client.ui = static/*.html, static/*.js, static/*.css" in setup
     page = (static / "index.html").read_text()
     assert "http" not in page.replace('name="viewport"', "")  # nothing from another host: no CDN
+
+
+def test_a_metrics_endpoint_scraped_over_http_gives_rates():
+    """The scrape as the collector does it (HTTP GET of /metrics), against a served sample whose
+    counters grow by 40 messages between scrapes."""
+    served = [0]
+
+    class Metrics(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            served[0] += 1
+            body = SAMPLE.replace('{topic="orders"} 120.0', f'{{topic="orders"}} {120.0 + 40 * served[0]}').encode()
+            self.send_response(200 if self.path == "/metrics" else 404)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Metrics)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/metrics"
+        series = RateSeries()
+        series.feed(1.0, broker_totals(http_get(url)))
+        series.feed(3.0, broker_totals(http_get(url)))
+        assert series.as_json()["messages_in"] == [20.0]  # 40 messages in 2 s
+        assert series.as_json()["bytes_in"] == [0.0]
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
