@@ -154,6 +154,33 @@ def test_a_killed_broker_is_shown_gone_and_its_partitions_under_replicated(page,
     assert highlighted and "rgba(0, 0, 0, 0)" not in highlighted, highlighted
     wait_until(lambda: int(_text(page, "[data-summary=under_replicated] .n") or 0) >= 3, 10,
                "the under-replicated count in the summary")
+
+
+def test_a_reassignment_in_flight_is_shown(page, cluster, tmp_path):
+    """A partition moved under a 1 byte/s replication throttle stays in flight, on the page."""
+    from odradek.client.admin import AdminClient
+    from odradek.client.structs import NewTopic
+    from odradek.zk.reassign_partitions_cli import main as reassign
+    up = sorted(int(b) for b in _attr(page, ".broker[data-status=up]", "data-broker"))
+    assert len(up) == 2
+    with AdminClient(bootstrap_servers=cluster.bootstrap_servers) as admin:
+        admin.create_topics([NewTopic("moves", replica_assignments={0: [up[0]]})])
+    wait_until(lambda: _attr(page, "tr[data-tp='moves-0']", "data-offline") == ["false"], 30, "the new topic led")
+    producer = Producer(bootstrap_servers=cluster.bootstrap_servers, acks="all")
+    try:  # more than one replica fetch (1 MiB) can carry before the throttle holds the copy back
+        for i in range(2500):
+            producer.send("moves", bytes(1000), partition=0)
+        producer.flush()
+    finally:
+        producer.close()
+    plan = tmp_path / "plan.json"
+    plan.write_text('{"version":1,"partitions":[{"topic":"moves","partition":0,"replicas":[%d,%d]}]}' % tuple(up))
+    assert reassign(["--bootstrap-server", cluster.bootstrap_servers, "--execute", "--throttle", "1",
+                     "--reassignment-json-file", str(plan)]) == 0
+    wait_until(lambda: _attr(page, "[data-reassignment]", "data-reassignment") == ["moves-0"], 30,
+               "the reassignment listed")
+    assert f"+{up[1]}" in _text(page, "tr[data-tp='moves-0']")  # flagged on its partition row too
+    wait_until(lambda: _text(page, "[data-summary=reassignments] .n") == "1", 10, "counted in the summary")
     page.save_screenshot(str(DOCS / "ui.png"))
 
 

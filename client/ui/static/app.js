@@ -58,7 +58,7 @@ function renderBrokers(s) {
       <div><span class="id">broker ${b.id}</span> <span class="pill ${cls}">${label}</span>
       ${b.controller ? '<span class="pill ctl" data-controller="true">controller</span>' : ""}</div>
       <div class="addr">${esc(b.address || "")}${b.rack ? " · rack " + esc(b.rack) : ""}</div>
-      <div class="facts">${b.replicas} replicas · ${b.leaders} leaders · ${bytes(b.log_size)} on disk</div>
+      <div class="facts">${b.replicas} replicas · ${b.leaders} leaders${b.log_size === null ? "" : " · " + bytes(b.log_size) + " on disk"}</div>
       ${b.error ? `<div class="nometrics">${esc(b.error)}</div>` : ""}
       ${graphs}</div>`;
   }).join("") || '<div class="empty">no brokers</div>';
@@ -91,13 +91,14 @@ function renderTopics(s) {
     const open = !t.internal || expanded.has(t.name);
     const fold = t.internal ? `<span class="fold">${open ? "▾" : "▸"}</span> ` : "";
     const top = `<tr class="topic${t.internal ? " foldable" : ""}" data-topic="${esc(t.name)}"><td>${fold}${esc(t.name)}${t.internal ? ' <span class="muted">(internal)</span>' : ""}${t.deleting ? ' <span class="pill bad">deleting</span>' : ""}</td>
-      <td colspan="3" class="muted">${t.partitions.length} partitions · RF ${t.replication_factor}</td><td>${flags}</td>
+      <td colspan="3" class="muted">${t.partitions.length} partition${t.partitions.length === 1 ? "" : "s"} · RF ${t.replication_factor}</td><td>${flags}</td>
       <td></td><td class="num">${t.messages === null ? "" : num(t.messages) + " msgs"}</td><td class="num">${bytes(t.size)}</td></tr>`;
     const parts = !open ? "" : t.partitions.map((p) => {
       const cls = p.offline ? "offline" : p.under_replicated ? "urp" : "";
       const state = p.offline ? '<span class="pill bad">offline</span>'
         : p.under_replicated ? '<span class="pill warn">under-replicated</span>' : '<span class="pill ok">in sync</span>';
-      const moving = p.reassigning ? ` <span class="pill warn">moving +${p.reassigning.adding.join(",")} −${p.reassigning.removing.join(",")}</span>` : "";
+      const moves = p.reassigning ? [...p.reassigning.adding.map((r) => "+" + r), ...p.reassigning.removing.map((r) => "−" + r)] : [];
+      const moving = p.reassigning ? ` <span class="pill warn">moving ${moves.join(" ")}</span>` : "";
       return `<tr class="${cls}" data-tp="${esc(t.name)}-${p.partition}" data-urp="${p.under_replicated}" data-offline="${p.offline}">
         <td>&nbsp;&nbsp;${p.partition}</td><td>${p.leader ?? "none"}</td><td>${replicaList(p.replicas, p.isr, p.leader)}</td>
         <td>${p.isr.join(", ")}</td><td>${state}${moving}</td><td class="num">${num(p.start_offset)}</td>
