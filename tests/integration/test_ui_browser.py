@@ -6,9 +6,6 @@ UI process and the browser are ended by this module, by PID and ``driver.quit``,
 """
 from __future__ import annotations
 
-import subprocess
-import sys
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -17,7 +14,7 @@ from odradek.client.consumer import Consumer
 from odradek.client.producer import Producer
 from odradek.testing import create_topic, wait_until
 from odradek.testing.browser import headless_chromium
-from odradek.zk.ensemble import stop_process
+from ui_support import ui_process
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 TOPIC, GROUP = "orders", "billing"
@@ -39,21 +36,9 @@ def cluster(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def ui_url(cluster, tmp_path_factory):
-    from odradek_test_support import free_port
-    port = free_port()
-    log = tmp_path_factory.mktemp("ui-log") / "ui.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "odradek.zk.cli", "ui", "--zookeeper", cluster.zookeeper_connect,
-                                 "--bootstrap-server", cluster.bootstrap_servers, "--port", str(port),
-                                 "--interval", "0.5"], stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}/"
-    try:
-        wait_until(lambda: urllib.request.urlopen(url + "api/snapshot", timeout=2).status == 200, 30,
-                   "the ui server answering", retry_on=(OSError,))
+    with ui_process(cluster.zookeeper_connect, cluster.bootstrap_servers,
+                    tmp_path_factory.mktemp("ui-log") / "ui.log") as (url, _):
         yield url
-    finally:
-        stop_process(proc)
-        print(log.read_text(errors="replace")[-3000:])
 
 
 @pytest.fixture(scope="module")
