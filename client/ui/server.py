@@ -13,7 +13,8 @@ import time
 from pathlib import Path
 from typing import Any, Iterable
 
-from twisted.internet import defer, reactor, task, threads
+from twisted.internet import defer, task, threads
+from twisted.internet import reactor as _reactor
 from twisted.web import resource, server, static
 
 from odradek.client.tools import ArgParser, ToolError, properties_file, resolve_bootstrap, run_tool
@@ -21,6 +22,7 @@ from odradek.client.tools import ArgParser, ToolError, properties_file, resolve_
 from .snapshot import RawReads, build
 
 STATIC = Path(__file__).resolve().parent / "static"
+reactor: Any = _reactor  # the global reactor, as its IReactor* interfaces
 
 
 class SnapshotResource(resource.Resource):
@@ -113,16 +115,16 @@ def main(argv: Iterable[str] | None = None) -> int:
         from .collector import Collector
         service = UiService(Collector(args.zookeeper, config), args.interval)
         try:
-            port = reactor.listenTCP(args.port, service.site(), interface=args.host)  # type: ignore[attr-defined]
+            port = reactor.listenTCP(args.port, service.site(), interface=args.host)
         except Exception as exc:  # CannotListenError
             raise ToolError(f"cannot listen on {args.host}:{args.port}: {exc}") from None
-        bound = port.getHost()
+        bound: Any = port.getHost()
         print(f"odradek ui: http://{bound.host}:{bound.port}/ (ZooKeeper {args.zookeeper}, "
               f"bootstrap servers {bootstrap}; read-only)", flush=True)
         defer.Deferred.fromCoroutine(service.run())
-        reactor.addSystemEventTrigger("before", "shutdown", service.stop)  # type: ignore[attr-defined]
-        reactor.addSystemEventTrigger("after", "shutdown", service.collector.close)  # type: ignore[attr-defined]
-        reactor.run()  # type: ignore[attr-defined]
+        reactor.addSystemEventTrigger("before", "shutdown", service.stop)
+        reactor.addSystemEventTrigger("after", "shutdown", service.collector.close)
+        reactor.run()
         return 0
 
     return run_tool(body)
