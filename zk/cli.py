@@ -41,6 +41,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "perf": ("odradek.client.perf", "main", "producer | consumer benchmarks (kafka-*-perf-test output)"),
     "consumer-groups": ("odradek.client.consumer_groups_cli", "main",
                         "list, describe, reset offsets of, delete consumer groups"),
+    "ui": ("odradek.client.ui.server", "main", "a live, read-only web view of the cluster (http://127.0.0.1:8080/)"),
     "demo": ("odradek.client.demo", "main", "produce and consume keyed records through a demo topic"),
     "connect-standalone": ("odradek.pipeline.connect.cli", "standalone_main",
                            "a Connect worker in standalone mode: worker.properties connector.properties ..."),

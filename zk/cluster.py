@@ -402,6 +402,8 @@ def live_processes(state: dict) -> list[tuple[str, int, str]]:
     """(kind, pid, marker) of the recorded processes that are still ours and running."""
     procs = [("broker", b.get("pid"), b["marker"]) for b in state.get("brokers", [])]
     procs += [("zookeeper", z.get("pid"), z["marker"]) for z in state.get("zookeepers", [])]
+    if state.get("ui"):
+        procs.append(("ui", state["ui"].get("pid"), state["ui"]["marker"]))
     return [(k, p, m) for k, p, m in procs if pid_matches(p, m)]
 
 
@@ -446,6 +448,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                         help="broker config for every broker (repeatable)")
     parser.add_argument("--timeout", type=float, default=90.0)
+    parser.add_argument("--ui-port", type=int, default=None,
+                        help="also start 'odradek ui' on 127.0.0.1:PORT (stopped by 'cluster down')")
     args = parser.parse_args(argv)
     data_dir = Path(args.data_dir).resolve()
 
@@ -486,7 +490,30 @@ def _up(args: argparse.Namespace, data_dir: Path, CommandError: type[Exception])
             cluster._zk = None
     print(f"Cluster is up.\n  bootstrap servers: {cluster.bootstrap_servers}\n"
           f"  zookeeper connect: {cluster.zookeeper_connect}\n  data dir:          {data_dir}")
+    if args.ui_port is not None:
+        print(f"  web view:          {_start_ui(cluster, args.ui_port, CommandError)}")
     return 0
+
+
+def _start_ui(cluster: LocalCluster, port: int, CommandError: type[Exception]) -> str:
+    """``odradek ui`` detached, recorded in the state file; its URL once it answers."""
+    log = cluster.data_dir / "ui.log"
+    cmd = [sys.executable, "-m", "odradek.zk.cli", "ui", "--zookeeper", cluster.zookeeper_connect,
+           "--bootstrap-server", cluster.bootstrap_servers, "--port", str(port)]
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True, close_fds=True)
+    url = f"http://{HOST}:{port}/"
+    deadline = time.monotonic() + 30
+    while not _port_open(port):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            stop_process(proc)
+            raise CommandError(f"the web view did not start on {HOST}:{port}; tail of {log}:\n{log_tail(log)}")
+        time.sleep(POLL)
+    state = read_state(cluster.data_dir) or cluster.state()
+    state["ui"] = {"pid": proc.pid, "port": port, "url": url, "marker": f"ui --zookeeper {cluster.zookeeper_connect}"}
+    (cluster.data_dir / STATE_FILE).write_text(json.dumps(state, indent=2) + "\n")
+    return url
 
 
 def _down(data_dir: Path) -> int:
@@ -495,6 +522,10 @@ def _down(data_dir: Path) -> int:
         print(f"No cluster state in {data_dir}; nothing to stop.")
         return 0
     procs = live_processes(state)
+    ui = [p for p in procs if p[0] == "ui"]
+    if ui:
+        print("Stopping the web view ...", flush=True)
+        stop_recorded(ui)
     brokers = [p for p in procs if p[0] == "broker"]
     zookeepers = [p for p in procs if p[0] == "zookeeper"]
     if brokers:
@@ -524,6 +555,9 @@ def _status(data_dir: Path, CommandError: type[Exception]) -> int:
     for b in state["brokers"]:
         print(f"  broker {b['id']}: pid {b['pid']} "
               f"{'running' if ('broker', b['pid']) in alive else 'NOT RUNNING'}, port {b['port']}")
+    if state.get("ui"):
+        print(f"  web view: pid {state['ui']['pid']} "
+              f"{'running' if ('ui', state['ui']['pid']) in alive else 'NOT RUNNING'}, {state['ui']['url']}")
     try:
         zk = open_zk(state["zookeeper_connect"], timeout=5.0)
     except AdminOperationError as exc:

@@ -199,6 +199,7 @@ def compose_project(request: pytest.FixtureRequest, tmp_path_factory: pytest.Tem
                 "ODRADEK_PUBLISH_ADDRESS": "127.0.0.1",
                 "ODRADEK_ZK_SESSION_TIMEOUT_MS": ZK_SESSION_TIMEOUT_MS,
                 **{f"ODRADEK_BROKER{b}_PORT": p for b, p in c.ports.items()},
+                "ODRADEK_UI_PORT": free_ports(1)[0],   # the web view (ui service)
                 **(env or {}),
             }.items()))
             try:

@@ -5,11 +5,14 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 
 import pytest
 
 from odradek.zk.admin import AdminZkClient, open_zk
+from odradek.testing import wait_until
 from odradek.zk.cluster import ClusterError, LocalCluster, pid_matches, read_state
+from odradek.zk.ensemble import free_ports
 
 ODRADEK = os.path.join(os.path.dirname(sys.executable), "odradek")
 
@@ -57,9 +60,16 @@ def test_cluster_up_status_down(tmp_path):
     data = tmp_path / "data"
     state = None
     try:
-        r = _odradek(env, "cluster", "up", "--data-dir", str(data), "--brokers", "2", "--zookeepers", "3")
+        ui_port = free_ports(1)[0]
+        r = _odradek(env, "cluster", "up", "--data-dir", str(data), "--brokers", "2", "--zookeepers", "3",
+                     "--ui-port", str(ui_port))
         assert r.returncode == 0, r.stderr
         state = read_state(data)
+        # the web view came up with it, reading this cluster
+        assert f"web view:          http://127.0.0.1:{ui_port}/" in r.stdout
+        assert state["ui"]["port"] == ui_port and pid_matches(state["ui"]["pid"], state["ui"]["marker"])
+        seen = wait_until(lambda: _ui_snapshot(ui_port), 60, "the web view's snapshot", retry_on=(OSError,))
+        assert seen["zookeeper"]["connect"] == state["zookeeper_connect"]
         assert f"bootstrap servers: {state['bootstrap_servers']}" in r.stdout
         assert f"zookeeper connect: {state['zookeeper_connect']}" in r.stdout
         # the processes outlived the CLI
@@ -77,6 +87,9 @@ def test_cluster_up_status_down(tmp_path):
         r = _odradek(env, "cluster", "status", "--data-dir", str(data))
         assert r.returncode == 0, r.stderr
         assert "live brokers (2):" in r.stdout and "controller: " in r.stdout and "t: 3 partition(s)" in r.stdout
+        assert f"web view: pid {state['ui']['pid']} running, http://127.0.0.1:{ui_port}/" in r.stdout
+        wait_until(lambda: [b["status"] for b in _ui_snapshot(ui_port)["brokers"]] == ["up", "up"], 30,
+                   "both brokers up on the web view")
 
         # topics finds the cluster through its state file (ODRADEK_DATA_DIR / ./data)
         r = _odradek({**env, "ODRADEK_DATA_DIR": str(data)}, "topics", "--list")
@@ -88,12 +101,18 @@ def test_cluster_up_status_down(tmp_path):
         assert r.returncode == 0, r.stderr
         assert "Cluster is down." in r.stdout
         assert not any(pid_matches(p["pid"], p["marker"]) for p in state["brokers"] + state["zookeepers"])
+        assert not pid_matches(state["ui"]["pid"], state["ui"]["marker"]) and "Stopping the web view" in r.stdout
         assert read_state(data) is None
     finally:
         if state:  # never leave processes behind, even if an assertion failed
-            for p in state["brokers"] + state["zookeepers"]:
+            for p in state["brokers"] + state["zookeepers"] + ([state["ui"]] if "ui" in state else []):
                 if pid_matches(p["pid"], p["marker"]):
                     os.kill(p["pid"], signal.SIGKILL)
+
+
+def _ui_snapshot(port: int) -> dict:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/snapshot", timeout=5) as resp:
+        return json.loads(resp.read())
 
 
 def test_down_refuses_foreign_pids(tmp_path):
