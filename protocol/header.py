@@ -39,10 +39,14 @@ class RequestHeader(NamedTuple):
     client_id: str | None
 
 
-def _api_module(api_key: int) -> ModuleType | None:
-    from .apis import API_BY_KEY  # late import: apis import schema, not header
+_API_BY_KEY: dict[int, ModuleType] = {}
 
-    return API_BY_KEY.get(api_key)
+
+def _api_module(api_key: int) -> ModuleType | None:
+    if not _API_BY_KEY:
+        from .apis import API_BY_KEY  # late import (once): apis import schema, not header
+        _API_BY_KEY.update(API_BY_KEY)
+    return _API_BY_KEY.get(api_key)
 
 
 def request_header_version(api_key: int, api_version: int) -> int:
@@ -146,12 +150,26 @@ def decode_request(frame: bytes | bytearray | memoryview) -> tuple[RequestHeader
     return header, api.Request.decode(frame, header.api_version, offset)
 
 
+class EncodedBody(bytes):
+    """A response body encoded once, ahead of time (an answer that does not change, such as
+    ApiVersions'), which ``encode_response`` sends as it is after the response header."""
+
+    @classmethod
+    def of(cls, api: ModuleType, version: int, body: Mapping[str, Any]) -> "EncodedBody":
+        stream = io.BytesIO()
+        api.Response.encode_into(stream, body, version)
+        return cls(stream.getvalue())
+
+
 def encode_response(api: ModuleType, version: int, correlation_id: int,
-                    body: Mapping[str, Any]) -> bytes:
+                    body: Mapping[str, Any] | EncodedBody) -> bytes:
     """Response header + body for ``api`` at ``version`` (no size prefix)."""
+    flexible_header = response_header_version(api.API_KEY, version) >= 1
+    if isinstance(body, EncodedBody):
+        return _CORRELATION.pack(correlation_id) + (b"\x00" if flexible_header else b"") + body
     stream = io.BytesIO()
     stream.write(_CORRELATION.pack(correlation_id))
-    if response_header_version(api.API_KEY, version) >= 1:
+    if flexible_header:
         write_tagged_section(stream, [])
     api.Response.encode_into(stream, body, version)
     return stream.getvalue()

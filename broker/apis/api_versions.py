@@ -5,14 +5,19 @@ v3's client software name/version must match Kafka's regex or the answer is
 INVALID_REQUEST; v3 answers carry the features (KIP-584, ``broker/features.py``): none supported,
 the finalized ones and their epoch as /feature last said (epoch -1, left out, without one);
 throttle is always 0. Unsupported versions never reach this module:
-the request handler answers them in v0 format with UNSUPPORTED_VERSION.
+the request handler answers them in v0 format with UNSUPPORTED_VERSION. The answer is encoded
+once per (version, finalized features) and sent as those bytes after (issue 17: it was rebuilt
+and encoded at every request, which cost more than a produce).
 """
 from __future__ import annotations
 
 import re
 
+from typing import Any
+
 from odradek.protocol.apis import api_versions as API
 from odradek.protocol.errors import ErrorCode
+from odradek.protocol.header import EncodedBody
 
 MIN_VERSION = 0
 MAX_VERSION = 3
@@ -27,14 +32,25 @@ def response(code: ErrorCode | int = ErrorCode.NONE) -> dict:
     return {"error_code": int(code), "api_keys": keys, "throttle_time_ms": 0}
 
 
-def handle(ctx, rc, req) -> dict:
-    if rc.api_version >= 3:
+_ENCODED: dict[Any, EncodedBody] = {}   # (version, features epoch, features) -> the answer's body
+
+
+def handle(ctx, rc, req) -> dict | EncodedBody:
+    version = rc.api_version
+    if version >= 3:
         name = req.client_software_name or ""
-        version = req.client_software_version or ""
-        if not (_SOFTWARE.fullmatch(name) and _SOFTWARE.fullmatch(version)):
+        software = req.client_software_version or ""
+        if not (_SOFTWARE.fullmatch(name) and _SOFTWARE.fullmatch(software)):
             return response(ErrorCode.INVALID_REQUEST)
-        return {**response(), **ctx.features.api_versions_fields()}
-    return response()
+        features = ctx.features
+        key: Any = (version, features.epoch, tuple(sorted(features.features.items())))
+    else:
+        key = version
+    body = _ENCODED.get(key)
+    if body is None:
+        fields = {**response(), **ctx.features.api_versions_fields()} if version >= 3 else response()
+        body = _ENCODED[key] = EncodedBody.of(API, version, fields)
+    return body
 
 
 def error_response(req, version: int, code: ErrorCode) -> dict:

@@ -104,7 +104,7 @@ class QuotaManagers:
         return int(min(resolved[1] * (self.fetch.samples - 1) * self.fetch.window_s, 2 ** 31 - 1))
 
     def after_request(self, api_key: int, version: int, client_id: str | None, principal: str, req: Any,
-                      body: dict | None, request_bytes: int, handler_s: float) -> tuple[int, bool]:
+                      body: Any, request_bytes: int, handler_s: float) -> tuple[int, bool]:
         """Record the handled request (module invariants); (throttle ms, hold the response back).
         Sets the body's throttle_time_ms when it is throttled."""
         if api_key in EXEMPT_APIS or (api_key == FETCH_KEY and req.replica_id >= 0):
@@ -127,7 +127,7 @@ class QuotaManagers:
             throttle = max(throttle, int(body.get("throttle_time_ms") or 0))
         if throttle <= 0:
             return 0, False
-        if body is not None:
+        if isinstance(body, dict):   # an answer encoded ahead (ApiVersions') keeps its 0: the mute still holds
             body["throttle_time_ms"] = max(int(body.get("throttle_time_ms") or 0), throttle)
         return throttle, version < CLIENT_THROTTLES_FROM.get(api_key, 0)
 

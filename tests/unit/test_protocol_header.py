@@ -116,3 +116,40 @@ def test_response_roundtrip_memoryview():
         decode_response(produce, 8, frame[:2])
     with pytest.raises(KafkaError):
         decode_response(produce, 8, frame + b"\x00")
+
+
+def test_an_encoded_body_is_sent_exactly_as_the_same_body_encoded_per_request():
+    """EncodedBody (an answer encoded once) gives the same bytes as encoding the body each time,
+    for a response with header v0 (ApiVersions) and one with header v1 (a flexible Metadata)."""
+    from odradek.protocol.apis import api_versions, metadata
+    from odradek.protocol.header import EncodedBody, encode_response
+    keys = [{"api_key": 0, "min_version": 0, "max_version": 9}, {"api_key": 18, "min_version": 0, "max_version": 3}]
+    for v in range(4):
+        body = {"error_code": 0, "api_keys": keys, "throttle_time_ms": 0, "finalized_features_epoch": 3,
+                "supported_features": [], "finalized_features": []}
+        assert encode_response(api_versions, v, 42, EncodedBody.of(api_versions, v, body)) == \
+            encode_response(api_versions, v, 42, body)
+    body = {"throttle_time_ms": 0, "brokers": [], "cluster_id": "c", "controller_id": 1, "topics": []}
+    assert encode_response(metadata, 11, 7, EncodedBody.of(metadata, 11, body)) == encode_response(metadata, 11, 7, body)
+
+
+def test_the_broker_answers_api_versions_from_its_handlers_whatever_it_cached():
+    import types
+    from odradek.broker import apis
+    from odradek.broker.features import FinalizedFeatures
+    from odradek.broker.network.request_handler import RequestHandler
+    from odradek.protocol import header
+    from odradek.protocol.apis import api_versions
+    features = FinalizedFeatures()
+    handler = RequestHandler(types.SimpleNamespace(features=features, quotas=None, authorizer=None))
+    for round_ in range(2):     # the second round is answered from the cache
+        for v in range(4):
+            frame = header.encode_request(api_versions, v, 100 + v, "t",
+                                          {"client_software_name": "t", "client_software_version": "1"})
+            cid, resp = header.decode_response(api_versions, v, handler.handle(frame))
+            assert cid == 100 + v and resp.error_code == 0
+            assert [(k.api_key, k.min_version, k.max_version) for k in resp.api_keys] == [
+                (k["api_key"], k["min_version"], k["max_version"]) for k in apis.advertised_api_versions()]
+            if v >= 3:
+                assert resp.finalized_features_epoch == (7 if round_ else -1)
+        features.update((1, {}, 7))   # /feature enabled at version 7: the v3 answer changes with it
