@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-from pathlib import Path
 from typing import Any
 
 from odradek.zk.cluster import HOST, BrokerProcess, LocalCluster
@@ -24,7 +23,6 @@ from .proxy import Proxy, ProxyLayer
 from .tmpfs import FaultUnavailable, TmpfsMount
 from .waits import wait_through_faults
 
-OWNER_FILE = "owner.json"
 # Kafka's defaults made faster for tests (a user's ``properties`` win over these):
 TEST_DEFAULTS: dict[str, object] = {
     "zookeeper.session.timeout.ms": 6000,          # Kafka: 18000; pause/isolate wait this out
@@ -87,6 +85,10 @@ class KafkaCluster(LocalCluster):
                 self._mounts[broker.id] = TmpfsMount(broker.dir / "tmpfs-logs", self.disk)
             props["log.dirs"] = str(self._mounts[broker.id].path)
         return props
+
+    def _spawn(self, broker: BrokerProcess) -> None:
+        super()._spawn(broker)
+        self.write_state()  # every process recorded at once: a run killed mid-start is reaped too
 
     def start(self, before_brokers: Any = None) -> "KafkaCluster":
         try:
@@ -317,29 +319,3 @@ class KafkaCluster(LocalCluster):
         for other in self.brokers:
             if other != broker_id and f"internal-{other}" in self.proxies.proxies:
                 change(self.internal_proxy(other), f"broker-{broker_id}")
-
-
-def mark_owner(data_dir: Path) -> None:
-    """Record this process as the owner of the cluster in ``data_dir`` (for ``reap_orphans``)."""
-    data_dir.mkdir(parents=True, exist_ok=True)
-    (data_dir / OWNER_FILE).write_text(json.dumps({"owner_pid": os.getpid()}) + "\n")
-
-
-def reap_orphans(root: Path) -> list[str]:
-    """Stop, by PID, the processes of clusters under ``root`` whose owning pytest process died
-    (a crashed or killed earlier run); the data dirs they were in."""
-    from odradek.zk.cluster import live_processes, read_state, stop_recorded
-    reaped = []
-    for owner in [*root.glob("*/*/" + OWNER_FILE), *root.glob("*/*/*/" + OWNER_FILE)]:
-        try:
-            pid = json.loads(owner.read_text())["owner_pid"]
-        except (OSError, ValueError, KeyError):
-            continue
-        if pid == os.getpid() or Path(f"/proc/{pid}").exists():
-            continue
-        state = read_state(owner.parent)
-        if state:
-            stop_recorded(live_processes(state))
-            reaped.append(str(owner.parent))
-        owner.unlink(missing_ok=True)
-    return reaped

@@ -4,7 +4,7 @@ Invariant: a cluster lives under pytest's tmp path (per xdist worker, so each wo
 own clusters, ports and files), on free loopback ports, and every process it started is ended
 by PID: at the end of the session, at interpreter exit, and — for a run that was killed before
 it could — by the next session, which stops the processes of clusters whose pytest process is
-gone. ``kafka_cluster`` is shared by every test asking for the same configuration (marker
+gone (``OwnerRegistry``). ``kafka_cluster`` is shared by every test asking for the same configuration (marker
 ``@pytest.mark.kafka_cluster(brokers=3, zookeepers=1, properties={...}, disk=None)``) and is
 repaired (faults undone, stopped processes restarted) before each test that uses it.
 """
@@ -21,7 +21,8 @@ import pytest
 
 from odradek.zk.cluster import LocalCluster
 
-from .cluster import KafkaCluster, mark_owner, reap_orphans
+from .cluster import KafkaCluster
+from .reaper import OwnerRegistry
 
 C = TypeVar("C", bound=LocalCluster)
 
@@ -41,6 +42,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _runs_root(base: Path) -> Path:
+    """pytest's per-user tmp root ("pytest-of-<user>"), shared by every run; else ``base``'s parent."""
     for parent in [base, *base.parents]:
         if parent.name.startswith("pytest-of-"):
             return parent
@@ -54,9 +56,9 @@ class ClusterPool:
         self.tmp = tmp_path_factory
         self.clusters: dict[str, KafkaCluster] = {}
         self.owned: list[LocalCluster] = []
-        root = _runs_root(tmp_path_factory.getbasetemp())
-        for pattern_root in (root, *root.glob("*")):
-            reap_orphans(pattern_root)
+        self.entries: dict[int, Path] = {}
+        self.registry = OwnerRegistry(_runs_root(tmp_path_factory.getbasetemp()) / "odradek-cluster-owners")
+        self.registry.reap()
         atexit.register(self.close)
 
     def new_dir(self, prefix: str) -> Path:
@@ -65,12 +67,13 @@ class ClusterPool:
 
     def launch(self, cluster: C) -> C:
         """Start ``cluster`` (any LocalCluster), owned by this pool until ``stop``/``close``."""
-        mark_owner(cluster.data_dir)
+        self.entries[id(cluster)] = self.registry.register(cluster.data_dir)
         self.owned.append(cluster)
         try:
             cluster.start()
         except BaseException:
             self.owned.remove(cluster)
+            self.registry.release(self.entries.pop(id(cluster)))
             raise
         return cluster
 
@@ -91,13 +94,15 @@ class ClusterPool:
         if cluster in self.owned:
             self.owned.remove(cluster)
             cluster.stop()
+            self.registry.release(self.entries.pop(id(cluster)))
 
     def close(self) -> None:
         while self.owned:
             cluster = self.owned.pop()
             try:
                 cluster.stop()
-            except Exception as exc:  # keep stopping the others
+                self.registry.release(self.entries.pop(id(cluster)))
+            except Exception as exc:  # keep stopping the others (the entry stays: reaped later)
                 print(f"error stopping the cluster in {cluster.data_dir}: {exc!r}")
         self.clusters.clear()
 

@@ -65,7 +65,7 @@ class Proxy:
         self.blocked_all = False
         self.blocked_sources: set[str] = set()
         self._server: asyncio.AbstractServer | None = None
-        self._conns: dict[asyncio.StreamWriter, tuple[str | None, asyncio.StreamWriter]] = {}
+        self._conns: dict[asyncio.StreamWriter, tuple[int, asyncio.StreamWriter]] = {}  # peer port
 
     def _refused(self, source: str | None) -> bool:
         return self.blocked_all or (source is not None and source in self.blocked_sources)
@@ -75,8 +75,11 @@ class Proxy:
         self.port = self._server.sockets[0].getsockname()[1]
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self.blocked_all:
+            _abort(writer)
+            return
         peer_port = writer.get_extra_info("peername")[1]
-        source = socket_owner(peer_port, self.port, self.layer.sources())
+        source = self._source(peer_port) if self.blocked_sources else None
         if self._refused(source):
             _abort(writer)
             return
@@ -85,7 +88,7 @@ class Proxy:
         except OSError:
             _abort(writer)
             return
-        self._conns[writer] = (source, up_writer)
+        self._conns[writer] = (peer_port, up_writer)
         try:
             await asyncio.gather(self._pump(reader, up_writer), self._pump(up_reader, writer))
         finally:
@@ -122,9 +125,14 @@ class Proxy:
             writing.cancel()
             _abort(writer)
 
+    def _source(self, peer_port: int) -> str | None:
+        """Which source process opened the connection from ``peer_port`` (looked up only when
+        some source is blocked: the common path costs nothing)."""
+        return socket_owner(peer_port, self.port, self.layer.sources())
+
     def _cut_matching(self) -> None:
-        for client, (source, upstream) in list(self._conns.items()):
-            if self._refused(source):
+        for client, (peer_port, upstream) in list(self._conns.items()):
+            if self.blocked_all or self._refused(self._source(peer_port)):
                 _abort(client)
                 _abort(upstream)
 

@@ -5,7 +5,8 @@ Two clusters in all: the shared ``kafka_cluster`` (3 brokers, 1 ZooKeeper node) 
 broker fault in sequence — each inner test checks what a user would (leaders, ISR, controller,
 registrations, clients still producing) and leaves its fault for the next test's repair where
 that is the point — and one ``kafka_cluster_factory`` cluster (2 brokers, 3 ZooKeeper nodes,
-tmpfs log dirs) takes the ZooKeeper and disk faults.
+tmpfs log dirs) takes the ZooKeeper and disk faults. A third, 1-broker cluster is started by a
+pytest run that is then SIGKILLed, to show the next session ending its processes.
 """
 from __future__ import annotations
 
@@ -132,3 +133,47 @@ def test_plugin_fixtures_and_faults(pytester):
     pytester.makepyfile(test_app=INNER)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q", timeout=900)
     result.assert_outcomes(passed=8)
+
+
+CRASHING = '''
+import json, os, signal
+
+def test_started_then_killed(kafka_cluster_factory):
+    cluster = kafka_cluster_factory(brokers=1)
+    pids = [*cluster.broker_pids.values(), *cluster.ensemble.pids.values()]
+    open(PIDS_FILE, "w").write(json.dumps(pids))
+    os.kill(os.getpid(), signal.SIGKILL)   # no teardown, no atexit: as a CI timeout would
+'''
+
+NEXT_SESSION = '''
+def test_any_cluster_fixture(kafka_cluster_factory):   # the session's cluster pool reaps at its start
+    pass
+'''
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_a_killed_run_s_processes_are_ended_by_the_next_session(pytester, tmp_path):
+    import json
+    import os
+    import signal
+    pids_file = tmp_path / "pids.json"
+    pytester.makepyfile(test_crash=CRASHING.replace("PIDS_FILE", repr(str(pids_file))))
+    crashed = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q", timeout=300)
+    pids = json.loads(pids_file.read_text())
+    try:
+        assert crashed.ret == -signal.SIGKILL
+        assert len(pids) == 2 and all(_running(p) for p in pids)   # orphans: nothing ended them
+        pytester.makepyfile(test_crash=NEXT_SESSION)
+        pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q", timeout=300).assert_outcomes(passed=1)
+        assert [p for p in pids if _running(p)] == []
+    finally:
+        for pid in pids:  # only if the reaping failed: the processes this test caused, by PID
+            if _running(pid):
+                os.kill(pid, signal.SIGKILL)
