@@ -19,7 +19,8 @@ INNER = textwrap.dedent('''
     from odradek.client import Consumer, Producer, TopicPartition
     from odradek.testing import DeliveryLedger, assert_no_loss, wait_until
 
-    pytestmark = pytest.mark.kafka_topic(partitions=3)
+    pytestmark = [pytest.mark.kafka_topic(partitions=3),
+                  pytest.mark.kafka_cluster(brokers=3, zookeepers=1, properties={"min.insync.replicas": 2})]
 
     def produce(producer, topic, n, ledger=None, tag="v"):
         ledger = ledger or DeliveryLedger()
@@ -45,6 +46,8 @@ INNER = textwrap.dedent('''
                       tmp_path_factory):
         assert kafka_bootstrap == kafka_cluster.bootstrap_servers and len(kafka_bootstrap.split(",")) == 3
         assert kafka_topic in kafka_admin.list_topics()
+        [entries] = kafka_admin.describe_configs([("broker", "1")]).values()
+        assert {e.name: e.value for e in entries}["min.insync.replicas"] == "2"   # the marker's properties
         assert [kafka_cluster.isr(kafka_topic, p) for p in range(3)] == [[1, 2, 3]] * 3
         ledger = produce(kafka_producer, kafka_topic, 30)
         got = []
