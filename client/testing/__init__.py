@@ -23,5 +23,5 @@ def __getattr__(name: str) -> object:
     raise AttributeError(name)
 
 
-__all__ = ["create_topic", "wait_until", "wait_through_faults", "DeliveryLedger", "Delivered", "assert_no_loss", "loss_report",
-           "FaultUnavailable", "KafkaCluster"]
+__all__ = ["create_topic", "wait_until", "wait_through_faults", "DeliveryLedger", "Delivered", "assert_no_loss",
+           "loss_report", "FaultUnavailable", "KafkaCluster"]

@@ -4,9 +4,10 @@ Invariant: a cluster lives under pytest's tmp path (per xdist worker, so each wo
 own clusters, ports and files), on free loopback ports, and every process it started is ended
 by PID: at the end of the session, at interpreter exit, and — for a run that was killed before
 it could — by the next session, which stops the processes of clusters whose pytest process is
-gone (``OwnerRegistry``). ``kafka_cluster`` is shared by every test asking for the same configuration (marker
-``@pytest.mark.kafka_cluster(brokers=3, zookeepers=1, properties={...}, disk=None)``) and is
-repaired (faults undone, stopped processes restarted) before each test that uses it.
+gone (``OwnerRegistry``). ``kafka_cluster`` is shared by every test asking for the same
+configuration (marker ``@pytest.mark.kafka_cluster(brokers=3, zookeepers=1, properties={...},
+disk=None)``) and is repaired (faults undone, stopped processes restarted) before each test
+that uses it.
 """
 from __future__ import annotations
 
