@@ -16,7 +16,9 @@ Fixtures:
 - ``cluster_factory`` (function): ``cluster_factory(brokers=3, zookeepers=1,
   overrides={...}, extra_listeners={id: [...]})`` -> a started ``LocalCluster`` with its OWN ensemble (1 node
   by default for speed; pass zookeepers=3 for ZooKeeper fault tests). All are
-  stopped at teardown; on failure the tail of every broker log is printed.
+  stopped at teardown; on failure the tail of every broker log is printed. A thin wrapper
+  over the odradek pytest plugin's cluster pool (its ``kafka_cluster``, ``kafka_topic``, ...
+  fixtures are available here too: odradek.testing.plugin).
 - ``free_port`` (function): ``free_port()`` -> a free loopback TCP port.
 """
 from __future__ import annotations
@@ -136,19 +138,20 @@ def register_brokers(zk) -> Callable[[list[int]], None]:
 
 
 @pytest.fixture
-def cluster_factory(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest):
+def cluster_factory(_kafka_cluster_pool, request: pytest.FixtureRequest):
+    """A thin wrapper over the odradek pytest plugin's cluster pool (odradek.testing.plugin: dirs
+    under pytest's tmp path per xdist worker, processes ended by PID, also after a crashed run),
+    serving plain LocalClusters: Kafka's defaults, no proxies."""
     from odradek.zk.cluster import LocalCluster
     from odradek.zk.ensemble import log_tail
     clusters: list[LocalCluster] = []
 
     def make(brokers: int = 1, zookeepers: int = 1, overrides: dict[str, object] | None = None,
              startup_timeout: float = 90.0, extra_listeners: dict[int, list[str]] | None = None) -> LocalCluster:
-        data_dir = tmp_path_factory.mktemp("cluster")
-        cluster = LocalCluster(data_dir, zookeepers=zookeepers, brokers=brokers, overrides=overrides,
-                               startup_timeout=startup_timeout, extra_listeners=extra_listeners)
+        cluster = LocalCluster(_kafka_cluster_pool.new_dir("cluster"), zookeepers=zookeepers, brokers=brokers,
+                               overrides=overrides, startup_timeout=startup_timeout, extra_listeners=extra_listeners)
         clusters.append(cluster)
-        cluster.start()
-        return cluster
+        return _kafka_cluster_pool.launch(cluster)
 
     try:
         yield make
@@ -159,7 +162,7 @@ def cluster_factory(tmp_path_factory: pytest.TempPathFactory, request: pytest.Fi
                 for broker in cluster.brokers.values():
                     print(f"\n--- tail of {broker.log_path}:\n{log_tail(broker.log_path, 50)}")
             try:
-                cluster.stop()
+                _kafka_cluster_pool.stop(cluster)
             except Exception as exc:  # keep stopping the others
                 print(f"error stopping cluster in {cluster.data_dir}: {exc!r}")
         if not failed:

@@ -4,7 +4,8 @@ Invariant: the condition is called at least once and then every ``interval`` sec
 returns something truthy (that value is returned) or ``timeout`` seconds have passed (an
 ``AssertionError`` names ``what``, the timeout and the last value or error). An exception of a
 type in ``retry_on`` counts as "not yet" (a cluster in flux: connection loss, a broker
-restarting); any other exception propagates at once.
+restarting); any other exception propagates at once. ``wait_through_faults`` is the same with
+ZooKeeper and socket errors counted as "not yet", for waits across injected faults.
 """
 from __future__ import annotations
 
@@ -31,3 +32,10 @@ def wait_until(condition: Callable[[], T], timeout: float = 60.0, what: str = "c
         if time.monotonic() >= deadline:
             raise AssertionError(f"timed out after {timeout:g} s waiting for {what} (last: {last!r})")
         time.sleep(interval)
+
+
+def wait_through_faults(condition: Callable[[], T], timeout: float = 90.0, what: str = "condition", *,
+                        interval: float = 0.1) -> T:
+    """``wait_until`` where a ZooKeeper error (connection loss during a fault) or an OSError is "not yet"."""
+    from kazoo.exceptions import KazooException
+    return wait_until(condition, timeout, what, interval=interval, retry_on=(KazooException, OSError))

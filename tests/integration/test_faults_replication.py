@@ -45,9 +45,7 @@ NOT_LEADER_OR_FOLLOWER = 6
 # ------------------------------------------------------------------ helpers
 
 def wait_until(cond, timeout=90.0, what="condition", interval=0.1):
-    """odradek.testing's wait; a ZooKeeper connection loss during a ZooKeeper fault is "not yet"."""
-    from kazoo.exceptions import KazooException
-    return testing.wait_until(cond, timeout, what, interval=interval, retry_on=(KazooException, OSError))
+    return testing.wait_through_faults(cond, timeout, what, interval=interval)
 
 
 def part_state(cluster, topic: str, p: int) -> dict:

@@ -19,12 +19,9 @@ what a user would check:
 """
 from __future__ import annotations
 
-import errno
 import json
 import re
-import shutil
 import signal
-import subprocess
 import threading
 import time
 from collections import defaultdict
@@ -33,6 +30,7 @@ from pathlib import Path
 import pytest
 
 from odradek import testing
+from odradek.testing.tmpfs import FaultUnavailable, TmpfsMount
 from odradek.zk.admin import AdminZkClient
 from odradek.zk.cluster import LocalCluster
 
@@ -42,51 +40,10 @@ RECOVERY_S = 30.0        # "within seconds": generous for a loaded CI machine; m
 
 
 def wait_until(cond, timeout=90.0, what="condition"):
-    from kazoo.exceptions import KazooException
-    return testing.wait_until(cond, timeout, what, interval=0.1, retry_on=(KazooException, OSError))
+    return testing.wait_through_faults(cond, timeout, what)
 
 
 # ------------------------------------------------------------------ the cluster and its filesystems
-
-class TmpfsMount:
-    """A tmpfs of ``size`` mounted at ``path`` for as long as the fixture lives."""
-
-    def __init__(self, path: Path, size: str):
-        self.path = path
-        path.mkdir(parents=True)
-        r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
-                           capture_output=True, text=True)
-        if r.returncode != 0:
-            path.rmdir()
-            pytest.fail(f"this test needs to mount a tmpfs (run it as root, or in a container with "
-                        f"CAP_SYS_ADMIN): mount -t tmpfs at {path} failed: {r.stderr.strip()}", pytrace=False)
-
-    def fill(self) -> None:
-        """Write one file until the filesystem is full (ENOSPC)."""
-        chunk = b"\0" * (1 << 20)
-        with open(self.path / "filler", "wb", buffering=0) as f:
-            try:
-                while True:
-                    f.write(chunk)
-            except OSError as e:
-                assert e.errno == errno.ENOSPC, e
-        small = b"\0" * 4096
-        with open(self.path / "filler-tail", "wb", buffering=0) as f:
-            try:
-                while True:
-                    f.write(small)
-            except OSError as e:
-                assert e.errno == errno.ENOSPC, e
-
-    def free(self) -> None:
-        for name in ("filler", "filler-tail"):
-            (self.path / name).unlink(missing_ok=True)
-
-    def unmount(self) -> None:
-        if subprocess.run(["umount", str(self.path)], capture_output=True).returncode != 0:
-            subprocess.run(["umount", "-l", str(self.path)], capture_output=True)
-        shutil.rmtree(self.path, ignore_errors=True)
-
 
 class LogDirCluster(LocalCluster):
     """Brokers with their own ``log.dirs``."""
@@ -108,10 +65,13 @@ def env(tmp_path_factory):
     mounts: list[TmpfsMount] = []
     cluster = None
     try:
-        b2 = TmpfsMount(base / "broker-2-tmpfs", TMPFS_SIZE)
-        mounts.append(b2)
-        b3 = TmpfsMount(base / "broker-3-tmpfs", TMPFS_SIZE)
-        mounts.append(b3)
+        try:
+            b2 = TmpfsMount(base / "broker-2-tmpfs", TMPFS_SIZE)
+            mounts.append(b2)
+            b3 = TmpfsMount(base / "broker-3-tmpfs", TMPFS_SIZE)
+            mounts.append(b3)
+        except FaultUnavailable as exc:  # the tests run as root (or with CAP_SYS_ADMIN)
+            pytest.fail(str(exc), pytrace=False)
         cluster = LogDirCluster(base / "cluster", zookeepers=3, brokers=3,
                                 overrides={"zookeeper.session.timeout.ms": 6000,
                                            "replica.high.watermark.checkpoint.interval.ms": 1000,
