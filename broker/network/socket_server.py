@@ -21,6 +21,8 @@ connection's principal: the SASL user, else the client certificate's mapped DN, 
 from __future__ import annotations
 
 import logging
+from collections import deque
+from time import perf_counter
 from typing import Any
 
 from twisted.internet import defer, protocol, task
@@ -67,6 +69,8 @@ class KafkaConnection(protocol.Protocol):
         self._counted = False      # holds a place in the factory's ConnectionQuotas
         self._waiting = False      # a handler's Deferred is pending
         self.last_active = 0.0     # the factory clock's seconds at the last byte in or out
+        self._arrivals: deque[float] = deque()   # with metrics: when each queued frame was complete
+        self._timing: tuple | None = None        # with metrics: the request in progress (see _timed)
 
     def connectionMade(self) -> None:
         peer = self.transport.getPeer()
@@ -108,7 +112,13 @@ class KafkaConnection(protocol.Protocol):
             return
         if self.factory is not None:
             self.last_active = self.factory.clock.seconds()
-        self.conn.receive_data(data)
+        if self.factory is not None and self.factory.request_stats is not None:
+            queued = self.conn.queued
+            self.conn.receive_data(data)
+            now = perf_counter()
+            self._arrivals.extend(now for _ in range(self.conn.queued - queued))
+        else:
+            self.conn.receive_data(data)
         self._process()
         if self.conn.queued > MAX_QUEUED_REQUESTS and not self._paused and not self._closed:
             self._paused = True
@@ -121,6 +131,10 @@ class KafkaConnection(protocol.Protocol):
         while not self._closed and (frame := conn.next_request()) is not None:
             if self._tls_pending:
                 self._tls_principal()
+            stats = self.factory.request_stats if self.factory is not None else None
+            if stats is not None:
+                self._timing = (stats, stats.name_of(frame), self._arrivals.popleft() if self._arrivals
+                                else perf_counter(), perf_counter())
             try:
                 if self.sasl is not None and not self.sasl.complete:
                     result = self._authenticate(frame)
@@ -143,6 +157,8 @@ class KafkaConnection(protocol.Protocol):
                         return
                 else:
                     self._waiting = True
+                    if self._timing is not None:
+                        self._timing += (perf_counter(),)
                     result.addCallbacks(self._deferred_done, self._failed)
                     return
             self._send(result)
@@ -190,17 +206,33 @@ class KafkaConnection(protocol.Protocol):
             self._close_now("unexpected error")
 
     def _send(self, response: bytes | None) -> None:
+        ready = perf_counter() if self._timing is not None else 0.0
         parts = self.conn.respond(response)
         if parts and not self._closed:
             self.transport.writeSequence(parts)
             if self.factory is not None:
                 self.last_active = self.factory.clock.seconds()
+        if self._timing is not None:
+            self._timed(ready)
         sasl = self.sasl
         if sasl is not None and self.conn.close_reason is None:
             if sasl.principal is not None:
                 self.principal = sasl.principal
             elif sasl.failed is not None:
                 self._failed_authentication(sasl.failed)
+
+    def _timed(self, ready: float) -> None:
+        """Record the request just answered: (stats, name, arrived, started[, parked]) in _timing.
+        Local time ends when the handler returned (or parked: then the rest is remote time)."""
+        timing, self._timing = self._timing, None
+        assert timing is not None
+        stats, named, arrived, started = timing[:4]
+        if named is None:
+            return
+        parked = timing[4] if len(timing) > 4 else ready
+        sent = perf_counter()
+        stats.record(named[0], named[1], (started - arrived) * 1000.0, (parked - started) * 1000.0,
+                     (ready - parked) * 1000.0, (sent - ready) * 1000.0, (sent - arrived) * 1000.0)
 
     def _failed_authentication(self, why: str) -> None:
         """Handle nothing more, and close after connection.failed.authentication.delay.ms (Kafka's
@@ -245,6 +277,7 @@ class KafkaServerFactory(protocol.ServerFactory):
         self.clock = clock
         self.quotas = quotas
         self.idle_s = idle_ms / 1000.0
+        self.request_stats: Any = None   # broker/metrics.py:RequestStats when metrics are on
         self._idle_check: task.LoopingCall | None = None
 
     def startFactory(self) -> None:
