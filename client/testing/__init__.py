@@ -8,7 +8,8 @@ odradek (it starts and inspects clusters), and no product code imports it.
 """
 from __future__ import annotations
 
+from .metrics import scrape, scrape_all
 from .topics import create_topic
 from .waits import wait_until
 
-__all__ = ["create_topic", "wait_until"]
+__all__ = ["create_topic", "scrape", "scrape_all", "wait_until"]
