@@ -155,10 +155,6 @@ class TopicStats:
             c = self.topics[name] = [0] * len(TOPIC_COUNTERS)
         return c
 
-    def remove(self, topic: str) -> None:
-        """A deleted topic's figures go, as Kafka removes its topic metrics."""
-        self.topics.pop(topic, None)
-
 
 class Timer:
     """A Yammer-style timer: count, sum and the last RESERVOIR samples (milliseconds)."""
