@@ -25,7 +25,8 @@ _BTM = "kafka_server_brokertopicmetrics_"
 _GMM = "kafka_coordinator_group_groupmetadatamanager_"
 
 
-def _family(name: str, labels: list[str] | None = None) -> Metric:
+def _family(name: str, labels: list[str] | None = None) -> Any:
+    """The prometheus_client family of ``name``'s kind (counter, gauge or summary)."""
     meta = NAMES[name]
     doc = f"{meta.help} Kafka: {meta.mbean}"
     if meta.kind == "counter":

@@ -37,6 +37,11 @@ class _Root(resource.Resource):
         return b"odradek broker metrics: /metrics\n"
 
 
+class _QuietSite(server.Site):
+    def log(self, request: Any) -> None:   # no access-log line per scrape
+        pass
+
+
 class _Metrics(resource.Resource):
     isLeaf = True
 
@@ -86,9 +91,8 @@ class MetricsEndpoint:
         """Listen; the port bound (the one asked for, or the OS's pick for 0)."""
         root = _Root()
         root.putChild(b"metrics", _Metrics(self))
-        site = server.Site(root)
+        site = _QuietSite(root)
         site.noisy = False
-        site.log = lambda _request: None    # type: ignore[method-assign]  # no access log per scrape
         self._listening = self.reactor.listenTCP(self.port, site, interface=self.host)
         return self._listening.getHost().port
 
@@ -117,7 +121,8 @@ class MetricsEndpoint:
                 self.latest.pop(tp, None)
                 continue
             wanted.setdefault(state.leader, []).append(tp)
-        for tp in [tp for tp in self.latest if not any(tp in tps for tps in wanted.values())]:
+        asked = {tp for tps in wanted.values() for tp in tps}
+        for tp in [tp for tp in self.latest if tp not in asked]:
             del self.latest[tp]
         asks = [self._ask(leader, tps) for leader, tps in wanted.items()]
         await defer.DeferredList(asks, consumeErrors=True)

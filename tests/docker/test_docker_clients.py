@@ -25,6 +25,16 @@ def _check_topic(cluster: ComposeCluster, topic: str) -> None:
         assert sorted(p["replicas"]) == list(BROKERS), p
 
 
+def _create_topic(cluster: ComposeCluster, topic: str) -> None:
+    from odradek.client import NewTopic
+    admin = cluster.admin()
+    try:
+        admin.create_topics([NewTopic(topic, num_partitions=PARTITIONS, replication_factor=3)])
+    finally:
+        admin.close()
+    _check_topic(cluster, topic)
+
+
 def test_metadata_advertises_external_listeners(cluster: ComposeCluster) -> None:
     admin = cluster.admin()
     try:
@@ -37,15 +47,10 @@ def test_metadata_advertises_external_listeners(cluster: ComposeCluster) -> None
 
 
 def test_odradek_client(cluster: ComposeCluster) -> None:
-    from odradek.client import Consumer, NewTopic, Producer, TopicPartition
+    from odradek.client import Consumer, Producer, TopicPartition
 
     topic, expected = "docker-odradek", _expected("odradek")
-    admin = cluster.admin()
-    try:
-        admin.create_topics([NewTopic(topic, num_partitions=PARTITIONS, replication_factor=3)])
-    finally:
-        admin.close()
-    _check_topic(cluster, topic)
+    _create_topic(cluster, topic)
 
     producer = Producer(bootstrap_servers=cluster.bootstrap, acks="all", linger_ms=5)
     try:
@@ -147,7 +152,7 @@ def test_healthchecks_report_roles(cluster: ComposeCluster) -> None:
 def test_prometheus_scrapes_every_broker(cluster: ComposeCluster) -> None:
     """Issue 18's acceptance: every broker's published /metrics parses with prometheus_client's
     parser, and its counters move with a produced load (MessagesIn by the exact count)."""
-    from odradek.client import NewTopic, Producer
+    from odradek.client import Producer
     from odradek.testing import scrape_all
 
     topic, n = "docker-metrics", 120
@@ -159,12 +164,7 @@ def test_prometheus_scrapes_every_broker(cluster: ComposeCluster) -> None:
     assert set(scrapes) == set(BROKERS)
     assert sum(s.value("kafka_controller_kafkacontroller_activecontrollercount") for s in scrapes.values()) == 1
     produce_requests = totals("kafka_network_requestmetrics_requests_total", request="Produce")
-    admin = cluster.admin()
-    try:
-        admin.create_topics([NewTopic(topic, num_partitions=PARTITIONS, replication_factor=3)])
-    finally:
-        admin.close()
-    _check_topic(cluster, topic)
+    _create_topic(cluster, topic)
     producer = Producer(bootstrap_servers=cluster.bootstrap, acks="all", linger_ms=5)
     try:
         for i in range(n):
