@@ -12,6 +12,7 @@ exported as Prometheus summaries with Kafka's percentiles, plus ``_count`` and `
 """
 from __future__ import annotations
 
+import struct
 from collections import deque
 from typing import NamedTuple
 
@@ -180,48 +181,70 @@ class Timer:
         return [(q, ordered[min(n - 1, int(q * n))]) for q in QUANTILES]
 
 
-# Request names: the API's name; Fetch splits into FetchConsumer and FetchFollower (Kafka's names).
-FETCH_KEY = 1
+class RequestTimer:
+    """One API's five phase timers at once: each request's five instants (perf_counter seconds:
+    arrived, started, parked, ready, sent) go into one reservoir; phases are worked out at scrape."""
+
+    __slots__ = ("count", "sums", "samples")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.sums = [0.0] * len(PHASES)            # seconds, per phase, over every request
+        self.samples: deque[tuple[float, float, float, float, float]] = deque(maxlen=RESERVOIR)
+
+    def phase(self, i: int) -> Timer:
+        """Phase ``i`` of PHASES as a Timer in milliseconds (for the scrape)."""
+        t = Timer()
+        t.count, t.sum = self.count, self.sums[i] * 1000.0
+        a, b = ((1, 0), (2, 1), (3, 2), (4, 3), (4, 0))[i]      # PHASES: queue, local, remote, send, total
+        t.samples.extend((s[a] - s[b]) * 1000.0 for s in self.samples)
+        return t
 
 
 class RequestStats:
-    """Kafka's RequestMetrics: requests answered per (name, version) and a Timer per phase per name."""
+    """Kafka's RequestMetrics: requests answered per (name, version) and a RequestTimer per name.
+    Request names: the API's name, with Fetch split into FetchConsumer and FetchFollower."""
 
-    __slots__ = ("counts", "timers", "names")
+    __slots__ = ("counts", "timers", "names", "_named")
 
     def __init__(self, names: dict[int, str]) -> None:
         self.names = names                                  # api key -> API name
         self.counts: dict[tuple[str, int], int] = {}
-        self.timers: dict[str, tuple[Timer, ...]] = {}
+        self.timers: dict[str, RequestTimer] = {}
+        self._named: dict[bytes, tuple[str, int]] = {}       # header's first 4 bytes -> (name, version)
 
     def name_of(self, frame: bytes) -> tuple[str, int] | None:
         """(request name, version) from a request frame's header (no decoding beyond it)."""
         if len(frame) < 10:
             return None
-        key = int.from_bytes(frame[0:2], "big", signed=True)
-        name = self.names.get(key)
-        if name is None:
-            return None
-        version = int.from_bytes(frame[2:4], "big", signed=True)
-        if key == FETCH_KEY:   # Fetch v0-11: header v1 (client id), then the replica id
-            at = 10 + max(int.from_bytes(frame[8:10], "big", signed=True), 0)
+        named = self._named.get(frame[:4])
+        if named is None:
+            key, version = struct.unpack_from(">hh", frame)
+            name = self.names.get(key)
+            if name is None:
+                return None     # (garbage is never cached: the cache holds known APIs' versions only)
+            named = self._named[frame[:4]] = (name, version)
+        if named[0] == "Fetch":   # Fetch v0-11: header v1 (client id), then the replica id
+            at = 10 + max(struct.unpack_from(">h", frame, 8)[0], 0)
             follower = len(frame) >= at + 4 and frame[at] < 0x80
-            name = "FetchFollower" if follower else "FetchConsumer"
-        return name, version
+            return "FetchFollower" if follower else "FetchConsumer", named[1]
+        return named
 
-    def record(self, name: str, version: int, queue: float, local: float, remote: float, send: float,
-               total: float) -> None:
-        key = (name, version)
+    def record(self, named: tuple[str, int], arrived: float, started: float, parked: float, ready: float,
+               sent: float) -> None:
         counts = self.counts
-        counts[key] = counts.get(key, 0) + 1
-        timers = self.timers.get(name)
-        if timers is None:
-            timers = self.timers[name] = tuple(Timer() for _ in PHASES)
-        timers[0].update(queue)
-        timers[1].update(local)
-        timers[2].update(remote)
-        timers[3].update(send)
-        timers[4].update(total)
+        counts[named] = counts.get(named, 0) + 1
+        t = self.timers.get(named[0])
+        if t is None:
+            t = self.timers[named[0]] = RequestTimer()
+        t.count += 1
+        sums = t.sums
+        sums[0] += started - arrived
+        sums[1] += parked - started
+        sums[2] += ready - parked
+        sums[3] += sent - ready
+        sums[4] += sent - arrived
+        t.samples.append((arrived, started, parked, ready, sent))
 
 
 class ZkStats:

@@ -97,8 +97,8 @@ class BrokerCollector(Collector):
         for i, phase in enumerate(PHASES):
             name = "kafka_network_requestmetrics_" + phase
             fam = _family(name)
-            for request, timers in sorted(stats.timers.items()):
-                _add_timer(fam, name, {"request": request}, timers[i])
+            for request, timer in sorted(stats.timers.items()):
+                _add_timer(fam, name, {"request": request}, timer.phase(i))
             yield fam
 
     # ------------------------------------------------------------ replica manager and logs

@@ -227,12 +227,8 @@ class KafkaConnection(protocol.Protocol):
         timing, self._timing = self._timing, None
         assert timing is not None
         stats, named, arrived, started = timing[:4]
-        if named is None:
-            return
-        parked = timing[4] if len(timing) > 4 else ready
-        sent = perf_counter()
-        stats.record(named[0], named[1], (started - arrived) * 1000.0, (parked - started) * 1000.0,
-                     (ready - parked) * 1000.0, (sent - ready) * 1000.0, (sent - arrived) * 1000.0)
+        if named is not None:
+            stats.record(named, arrived, started, timing[4] if len(timing) > 4 else ready, ready, perf_counter())
 
     def _failed_authentication(self, why: str) -> None:
         """Handle nothing more, and close after connection.failed.authentication.delay.ms (Kafka's
