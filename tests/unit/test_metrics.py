@@ -46,15 +46,22 @@ def frame(api, version, body, cid=1):
     return struct.pack(">i", len(data)) + data
 
 
-def scrape_text(broker) -> dict:
-    """Render the collector as Prometheus text and parse it back, as Prometheus would."""
-    from prometheus_client import CollectorRegistry, generate_latest
+def registry_of(broker):
+    """A registry over the broker's figures, as the metrics endpoint builds it."""
+    from prometheus_client import CollectorRegistry
 
     class View:   # what the collector reads of a KafkaServer
         metrics, replica_manager, controller, group_service = broker.metrics, broker.rm, None, None
     registry = CollectorRegistry(auto_describe=False)
     registry.register(BrokerCollector(View()))
-    text = generate_latest(registry).decode()
+    return registry
+
+
+def scrape_text(broker) -> dict:
+    """Render the collector as Prometheus text and parse it back, as Prometheus would."""
+    from prometheus_client import generate_latest
+
+    text = generate_latest(registry_of(broker)).decode()
     return {(s.name, tuple(sorted(s.labels.items()))): s.value
             for f in text_string_to_metric_families(text) for s in f.samples}
 
@@ -135,3 +142,15 @@ def test_timer_quantiles_over_the_reservoir():
     q = dict(t.quantiles())
     assert set(q) == set(QUANTILES) and q[0.5] == 51.0 and q[0.99] == 100.0
     assert t.count == 100 and t.sum == 5050.0
+
+
+def test_openmetrics_rendering_for_scrapers_that_ask_for_it(broker):
+    """Prometheus asks for OpenMetrics first: the same registry renders in it too."""
+    from prometheus_client.openmetrics.exposition import generate_latest
+    from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_om
+
+    conn, tr = connect(broker)
+    conn.dataReceived(frame(produce, 8, produce_body("t", batch(2))))
+    families = {f.name: f for f in parse_om(generate_latest(registry_of(broker)).decode())}
+    messages = families["kafka_server_brokertopicmetrics_messagesin"]
+    assert {s.value for s in messages.samples if s.labels.get("topic") == "t"} == {2}
