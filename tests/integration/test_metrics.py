@@ -56,6 +56,12 @@ def test_endpoint_serves_prometheus_text_on_every_broker(cluster):
         s = scrape(url)
         assert s.value("kafka_server_replicamanager_partitioncount") is not None, broker_id
         assert s.value(BTM + "messagesin_total") is not None
+    # a tool finds each endpoint through DescribeConfigs (metrics.host / metrics.port), as the web view does
+    with AdminClient(bootstrap_servers=cluster.bootstrap_servers) as admin:
+        described = admin.describe_configs([("broker", str(b)) for b in cluster.brokers])
+    for b, broker in cluster.brokers.items():
+        configs = {c.name: c.value for c in described[("broker", str(b))]}
+        assert f"http://{configs['metrics.host']}:{configs['metrics.port']}/metrics" == cluster.metrics_urls[b]
 
 
 def test_counters_move_with_a_produced_and_consumed_load(cluster):
