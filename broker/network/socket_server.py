@@ -16,7 +16,9 @@ listener every frame goes to the connection's ``SaslAuthenticator`` until it has
 response, handling nothing more meanwhile; a SASL request that does not decode closes it at
 once, as Kafka does). Each request carries the
 connection's principal: the SASL user, else the client certificate's mapped DN, else
-``User:ANONYMOUS``.
+``User:ANONYMOUS``. With metrics on (the factory's ``request_stats``), every answered request is
+recorded once, with the instants its last byte arrived, its handler started, it parked (if it
+did), its response was ready and handed to the transport (Kafka's RequestMetrics phases).
 """
 from __future__ import annotations
 

@@ -154,3 +154,14 @@ def test_openmetrics_rendering_for_scrapers_that_ask_for_it(broker):
     families = {f.name: f for f in parse_om(generate_latest(registry_of(broker)).decode())}
     messages = families["kafka_server_brokertopicmetrics_messagesin"]
     assert {s.value for s in messages.samples if s.labels.get("topic") == "t"} == {2}
+
+
+def test_zookeeper_session_events_are_kafkas_expires_and_disconnects():
+    from kazoo.client import KazooState
+
+    from odradek.broker.metrics import ZkStats
+    z = ZkStats()
+    for state in (KazooState.SUSPENDED, KazooState.CONNECTED, KazooState.SUSPENDED, KazooState.LOST,
+                  KazooState.CONNECTED):
+        z.on_state(state)
+    assert (z.disconnects, z.expires) == (2, 1)
