@@ -18,6 +18,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Summa
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
+from .group.assignment_protocol import decode_assignment
 from .metrics import NAMES, PHASES, TOPIC_COUNTERS, Timer
 
 TopicPartition = tuple[str, int]
@@ -185,7 +186,7 @@ class BrokerCollector(Collector):
         return self.latest.get(tp)
 
     def _lag(self, groups: dict[str, Any], rm: Any) -> Iterator[Metric]:
-        gp = ["group", "topic", "partition"]
+        gp = ["group", "topic", "partition", "member_host", "consumer_id", "client_id"]
         offset, lag = _family("kafka_consumergroup_group_offset", gp), _family("kafka_consumergroup_group_lag", gp)
         max_lag = _family("kafka_consumergroup_group_max_lag", ["group"])
         sum_lag = _family("kafka_consumergroup_group_sum_lag", ["group"])
@@ -194,8 +195,9 @@ class BrokerCollector(Collector):
         seen: set[TopicPartition] = set()
         for gid, g in sorted(groups.items()):
             lags: dict[TopicPartition, int] = {}
+            owners = _owners(g)
             for tp, committed in sorted(g.offsets.items()):
-                labels = [gid, tp[0], str(tp[1])]
+                labels = [gid, tp[0], str(tp[1]), *owners.get(tp, _NO_OWNER)]
                 offset.add_metric(labels, committed.offset)
                 hw = self.high_watermark(tp, rm)
                 if hw is None:
@@ -214,6 +216,26 @@ class BrokerCollector(Collector):
                 for topic, n in sorted(per_topic.items()):
                     topic_sum.add_metric([gid, topic], n)
         yield from (offset, lag, max_lag, sum_lag, topic_sum, latest)
+
+
+_NO_OWNER = ("", "", "")
+
+
+def _owners(group: Any) -> dict[TopicPartition, tuple[str, str, str]]:
+    """Partition -> (member_host, consumer_id, client_id) of the consumer-group member it is
+    assigned to (kafka-lag-exporter's labels; empty for a partition nobody holds)."""
+    out: dict[TopicPartition, tuple[str, str, str]] = {}
+    if group.protocol_type != "consumer":
+        return out
+    for m in group.members.values():
+        try:
+            assigned = decode_assignment(m.assignment).partitions if m.assignment else {}
+        except ValueError:
+            continue
+        for topic, partitions in assigned.items():
+            for p in partitions:
+                out[(topic, p)] = (m.client_host, m.member_id, m.client_id)
+    return out
 
 
 def committed_partitions(groups: dict[str, Any]) -> set[TopicPartition]:

@@ -3,7 +3,8 @@
 What an operator checks on a dashboard: counters move with a produced and consumed load
 (MessagesIn by the exact count, BytesIn/BytesOut, requests by API), one active controller,
 log sizes and offsets per partition as ListOffsets tells them, group lag as produced minus
-committed (also for a partition the coordinator does not lead), and under-replicated
+committed (also for a partition the coordinator does not lead) naming the member that holds
+each partition, and under-replicated
 partitions while a broker is down, cleared once it is back (that test runs last: it moves
 leaderships). One module-scoped cluster; every wait is on a scraped condition.
 """
@@ -160,8 +161,33 @@ def test_group_lag_is_produced_minus_committed(cluster):
                      if s.value("kafka_consumergroup_group_sum_lag", group=GROUP) is not None]
     assert coordinator.value("kafka_consumergroup_group_sum_lag", group=GROUP) == sum(expected.values())
     assert coordinator.value("kafka_consumergroup_group_max_lag", group=GROUP) == max(expected.values())
-    assert coordinator.value("kafka_consumergroup_group_offset", group=GROUP, topic=LAG_TOPIC, partition="1") == 11
+    assert coordinator.value("kafka_consumergroup_group_offset", group=GROUP, topic=LAG_TOPIC, partition="1",
+                             member_host="", consumer_id="", client_id="") == 11   # nobody holds it now
     assert coordinator.value("kafka_coordinator_group_groupmetadatamanager_numgroupsempty") >= 1
+
+
+def test_lag_names_the_member_holding_the_partition(cluster):
+    create_topic(cluster.bootstrap_servers, LAG_TOPIC + "-live", partitions=2, replication_factor=1)
+    produce(cluster, LAG_TOPIC + "-live", 10)
+    consumer = Consumer(bootstrap_servers=cluster.bootstrap_servers, group_id="metrics-live",
+                        client_id="metrics-live-client", enable_auto_commit=False)
+    try:
+        consumer.subscribe([LAG_TOPIC + "-live"])
+        wait_until(lambda: consumer.poll(200) is not None and len(consumer.assignment()) == 2, 60,
+                   "the consumer to be assigned both partitions")
+        consumer.commit({tp: 2 for tp in consumer.assignment()})
+
+        def members() -> set[tuple[str, str]]:
+            return {(labels["client_id"], labels["partition"]) for s in scrape_all(cluster.metrics_urls).values()
+                    for labels, v in s.samples("kafka_consumergroup_group_lag")
+                    if labels["group"] == "metrics-live" and v == 3 and labels["consumer_id"]}
+        wait_until(lambda: members() == {("metrics-live-client", "0"), ("metrics-live-client", "1")}, 30,
+                   "the lag samples to name the member holding each partition")
+        members = [s.value("kafka_consumergroup_members", consumergroup="metrics-live")
+                   for s in scrape_all(cluster.metrics_urls).values()]
+        assert [n for n in members if n is not None] == [1]    # one member, on its coordinator only
+    finally:
+        consumer.close(autocommit=False)
 
 
 def test_under_replicated_partitions_while_a_broker_is_down(cluster):
