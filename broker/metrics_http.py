@@ -17,6 +17,7 @@ from typing import Any
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import CollectorRegistry
 from twisted.internet import defer
+from twisted.internet.error import CannotListenError
 from twisted.web import resource, server
 
 from odradek.protocol.apis import list_offsets
@@ -179,9 +180,9 @@ def start_metrics(broker: Any) -> MetricsEndpoint | None:
     endpoint = MetricsEndpoint(broker, broker.reactor, host or "", port)
     try:
         bound = endpoint.start()
-    except Exception as e:
+    except CannotListenError as e:   # as for a listener: one line, and the broker does not start
         from .server import StartupError
-        raise StartupError(f"Cannot bind the metrics endpoint {host or '0.0.0.0'}:{port}: {e}") from None
+        raise StartupError(f"Cannot bind the metrics endpoint {host or '0.0.0.0'}:{port}: {e.socketError}") from None
     log.info("metrics at http://%s:%d/metrics", host or "0.0.0.0", bound)
     endpoint.port = bound
     return endpoint
