@@ -90,6 +90,8 @@ class KafkaServer:
         self.listener_security: dict[str, Any] = {}
         self.inter_broker_security: Any = None
         self.log_dir_failure_channel = LogDirFailureChannel()
+        self.metrics: Any = None            # BrokerMetrics and its endpoint when metrics.port is set
+        self.metrics_endpoint: Any = None
         # what a fatal failure (every log dir offline) does; main() also sets the exit code
         self.on_fatal: Any = lambda: defer.Deferred.fromCoroutine(self.shutdown())
 
@@ -188,6 +190,8 @@ class KafkaServer:
         self._watch_controller_epoch(controller_view)
         self._bind_listeners(RequestHandler(self.ctx))
         self._register_reconfigurables()
+        from .metrics_http import start_metrics
+        self.metrics_endpoint = start_metrics(self)
         await self._register()
         self.zk.on_new_session(self._on_new_session)
         from .controller import KafkaController
@@ -445,6 +449,8 @@ class KafkaServer:
                 log.exception("controlled shutdown failed; shutting down anyway")
         for port in self.ports.values():
             await defer.maybeDeferred(port.stopListening)
+        if self.metrics_endpoint is not None:
+            await self.metrics_endpoint.stop()
         for factory in self.factories.values():
             factory.close_all()
         for loop in self._tasks:

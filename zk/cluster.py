@@ -41,6 +41,7 @@ class BrokerProcess:
     port: int
     dir: Path
     proc: subprocess.Popen | None = None
+    metrics_port: int | None = None    # its Prometheus endpoint (metrics.port), when metrics are on
 
     @property
     def properties_path(self) -> Path:
@@ -104,14 +105,15 @@ class LocalCluster:
     checks use. ``env`` is added to the brokers'
     environment and to this object's own ZooKeeper session's, e.g. ``KAFKA_OPTS`` naming a
     JAAS file: its ``Client`` section is the ZooKeeper login, and a ``Server`` section makes
-    the ensemble authenticate clients with SASL (users from that section).
+    the ensemble authenticate clients with SASL (users from that section). ``metrics`` gives
+    every broker a Prometheus endpoint (``metrics.port``: base_port+400+i, or a free port).
     """
 
     def __init__(self, data_dir: str | os.PathLike, zookeepers: int = 3, brokers: int = 3,
                  base_port: int | None = None, overrides: dict[str, object] | None = None,
                  detached: bool = False, startup_timeout: float = 90.0,
                  broker_command: list[str] | None = None, env: dict[str, str] | None = None,
-                 extra_listeners: dict[int, list[str]] | None = None):
+                 extra_listeners: dict[int, list[str]] | None = None, metrics: bool = False):
         if brokers < 1:
             raise ValueError("a cluster needs at least one broker")
         self.data_dir = Path(data_dir).resolve()
@@ -128,6 +130,10 @@ class LocalCluster:
         ports = ([base_port + 300 + i for i in range(brokers)] if base_port is not None else free_ports(brokers))
         self.brokers: dict[int, BrokerProcess] = {
             i + 1: BrokerProcess(i + 1, port, self.data_dir / f"broker-{i + 1}") for i, port in enumerate(ports)}
+        if metrics:
+            mports = [base_port + 400 + i for i in range(brokers)] if base_port is not None else free_ports(brokers)
+            for b, mport in zip(self.brokers.values(), mports):
+                b.metrics_port = mport
         self._zk = None
         self._start_zxid = 0
 
@@ -154,6 +160,12 @@ class LocalCluster:
 
     def broker_address(self, broker_id: int) -> str:
         return f"{HOST}:{self._broker(broker_id).port}"
+
+    @property
+    def metrics_urls(self) -> dict[int, str]:
+        """Broker id -> its /metrics URL (brokers with metrics on)."""
+        return {b.id: f"http://{HOST}:{b.metrics_port}/metrics" for b in self.brokers.values()
+                if b.metrics_port is not None}
 
     # ------------------------------------------------------------ lifecycle
     def start(self, before_brokers: Callable[[], object] | None = None) -> "LocalCluster":
@@ -235,7 +247,10 @@ class LocalCluster:
         """Start one more broker, with the next free id, and wait until it registers (the first
         step of growing a cluster: it holds no partition until a reassignment moves some to it)."""
         broker_id = max(self.brokers) + 1
-        self.brokers[broker_id] = BrokerProcess(broker_id, free_ports(1)[0], self.data_dir / f"broker-{broker_id}")
+        metrics = any(b.metrics_port is not None for b in self.brokers.values())
+        port, mport = free_ports(2)
+        self.brokers[broker_id] = BrokerProcess(broker_id, port, self.data_dir / f"broker-{broker_id}",
+                                                metrics_port=mport if metrics else None)
         self.start_broker(broker_id, timeout)
         return broker_id
 
@@ -256,7 +271,7 @@ class LocalCluster:
                             "election_port": n.election_port, "marker": str(n.cfg_path)}
                            for n in self.ensemble.nodes.values()],
             "brokers": [{"id": b.id, "pid": b.pid, "port": b.port, "marker": str(b.properties_path),
-                         "log": str(b.log_path)} for b in self.brokers.values()],
+                         "log": str(b.log_path), "metrics_port": b.metrics_port} for b in self.brokers.values()],
         }
 
     def write_state(self) -> None:
@@ -284,6 +299,8 @@ class LocalCluster:
             "transaction.state.log.min.isr": str(min(2, n)),
             "group.initial.rebalance.delay.ms": "0",
         }
+        if broker.metrics_port is not None:
+            props.update({"metrics.port": str(broker.metrics_port), "metrics.host": HOST})
         props.update(self.overrides)
         if self.extra_listeners.get(broker.id):
             props["listeners"] = ",".join([f"PLAINTEXT://{HOST}:{broker.port}", *self.extra_listeners[broker.id]])
@@ -450,6 +467,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--timeout", type=float, default=90.0)
     parser.add_argument("--ui-port", type=int, default=None,
                         help="also start 'odradek ui' on 127.0.0.1:PORT (stopped by 'cluster down')")
+    parser.add_argument("--no-metrics", action="store_true",
+                        help="no Prometheus endpoint on the brokers (default: one each, metrics.port)")
     args = parser.parse_args(argv)
     data_dir = Path(args.data_dir).resolve()
 
@@ -474,7 +493,7 @@ def _up(args: argparse.Namespace, data_dir: Path, CommandError: type[Exception])
     try:
         cluster = LocalCluster(data_dir, zookeepers=args.zookeepers, brokers=args.brokers,
                                base_port=args.base_port, overrides=overrides, detached=True,
-                               startup_timeout=args.timeout)
+                               startup_timeout=args.timeout, metrics=not args.no_metrics)
     except ClusterError as exc:   # a JAAS file named by KAFKA_OPTS that cannot be used
         raise CommandError(str(exc)) from None
     print(f"Starting {args.zookeepers} ZooKeeper node(s) and {args.brokers} broker(s) in {data_dir} ...",
@@ -492,6 +511,8 @@ def _up(args: argparse.Namespace, data_dir: Path, CommandError: type[Exception])
           f"  zookeeper connect: {cluster.zookeeper_connect}\n  data dir:          {data_dir}")
     if args.ui_port is not None:
         print(f"  web view:          {_start_ui(cluster, args.ui_port, CommandError)}")
+    for broker_id, url in cluster.metrics_urls.items():
+        print(f"  metrics broker {broker_id}: {url}")
     return 0
 
 
@@ -554,7 +575,8 @@ def _status(data_dir: Path, CommandError: type[Exception]) -> int:
               f"{'running' if ('zookeeper', z['pid']) in alive else 'NOT RUNNING'}, client port {z['client_port']}")
     for b in state["brokers"]:
         print(f"  broker {b['id']}: pid {b['pid']} "
-              f"{'running' if ('broker', b['pid']) in alive else 'NOT RUNNING'}, port {b['port']}")
+              f"{'running' if ('broker', b['pid']) in alive else 'NOT RUNNING'}, port {b['port']}"
+              + (f", metrics http://{HOST}:{b['metrics_port']}/metrics" if b.get("metrics_port") else ""))
     if state.get("ui"):
         print(f"  web view: pid {state['ui']['pid']} "
               f"{'running' if ('ui', state['ui']['pid']) in alive else 'NOT RUNNING'}, {state['ui']['url']}")

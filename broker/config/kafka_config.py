@@ -62,6 +62,9 @@ BROKER_CONFIG: dict[str, ConfigKey] = _table([
     ("max.connections", INT, 2**31 - 1, at_least(0),
      "Connections the broker accepts across its listeners (listener.name.<l>.max.connections per listener)."),
     ("request.timeout.ms", INT, 30000, at_least(0), "Broker-side client request timeout."),
+    ("metrics.port", INT, None, between(0, 65535),   # odradek's: Kafka has JMX (and the JMX exporter)
+     "Port of the Prometheus endpoint http://<metrics.host>:<port>/metrics; unset: off; 0: any free port."),
+    ("metrics.host", STRING, None, None, "Interface of the metrics endpoint; defaults to the first listener's host."),
     *SECURITY_KEYS,
     # --- authorization
     ("authorizer.class.name", STRING, "", one_of("", *AUTHORIZERS),

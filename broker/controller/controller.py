@@ -93,6 +93,11 @@ class KafkaController:
         return self._active
 
     @property
+    def stats(self) -> Any:
+        """Kafka's ControllerStats of this broker's terms as controller (``broker/metrics.py``)."""
+        return self.core.psm.stats
+
+    @property
     def epoch(self) -> int:
         return self.ctx.epoch
 

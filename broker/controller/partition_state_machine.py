@@ -10,11 +10,13 @@ is reached only through the ``ControllerZkBackend``.
 from __future__ import annotations
 
 import logging
+import time
 from enum import Enum
 from typing import Callable, Iterable
 
 from odradek.zk.znodes import LeaderIsrAndControllerEpoch
 
+from ..metrics import ControllerStats
 from . import election
 from .backend import ControllerMovedError, ControllerZkBackend
 from .context import ControllerContext, TopicPartition
@@ -49,6 +51,7 @@ class PartitionStateMachine:
         self.batch = batch
         self.send = send
         self.unclean_default = unclean_default
+        self.stats = ControllerStats()   # Kafka's ControllerStats (unclean elections, election time)
 
     # ------------------------------------------------------------ lifecycle
 
@@ -155,12 +158,16 @@ class PartitionStateMachine:
                              ) -> dict[TopicPartition, ElectionResult | Exception]:
         finished: dict[TopicPartition, ElectionResult | Exception] = {}
         remaining = partitions
+        started = time.monotonic()
         while remaining:
             done, remaining = await self._do_elect(remaining, strategy)
             for tp, r in done.items():
                 if isinstance(r, Exception):
                     log.error("controller: leader election for %s failed: %s", tp, r)
+                elif r.unclean:
+                    self.stats.unclean_elections += 1
             finished.update(done)
+        self.stats.election_time.update((time.monotonic() - started) * 1000.0)
         return finished
 
     async def _unclean_allowed(self, topic: str, strategy: Strategy) -> bool:

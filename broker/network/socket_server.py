@@ -19,11 +19,16 @@ connection's principal: the SASL user (a delegation token's owner, flagged token
 else the client certificate's mapped DN, else ``User:ANONYMOUS``. A request throttled by a client
 quota (KIP-219) mutes its connection: the response goes out at once (held back as long for request
 versions older than KIP-219), then no more requests are read or handled from that connection until
-the throttle time has passed.
+the throttle time has passed. With metrics on (the factory's ``request_stats``), every answered
+request is recorded once, with the instants its last byte arrived, its handler started, it parked
+(if it did), its response was ready and handed to the transport (Kafka's RequestMetrics phases; a
+response held back by a throttle counts as handed over when it is ready).
 """
 from __future__ import annotations
 
 import logging
+from collections import deque
+from time import perf_counter
 from typing import Any
 
 from twisted.internet import defer, protocol, task
@@ -75,6 +80,8 @@ class KafkaConnection(protocol.Protocol):
         self._muted = False        # throttled by a client quota: nothing more is read or handled
         self._throttle: tuple[int, bool] | None = None   # set by the request handler for the next _send
         self.last_active = 0.0     # the factory clock's seconds at the last byte in or out
+        self._arrivals: deque[float] = deque()   # with metrics: when each queued frame was complete
+        self._timing: tuple | None = None        # with metrics: the request in progress (see _timed)
 
     def connectionMade(self) -> None:
         peer = self.transport.getPeer()
@@ -116,7 +123,13 @@ class KafkaConnection(protocol.Protocol):
             return
         if self.factory is not None:
             self.last_active = self.factory.clock.seconds()
-        self.conn.receive_data(data)
+        if self.factory is not None and self.factory.request_stats is not None:
+            queued = self.conn.queued
+            self.conn.receive_data(data)
+            now = perf_counter()
+            self._arrivals.extend(now for _ in range(self.conn.queued - queued))
+        else:
+            self.conn.receive_data(data)
         self._process()
         if self.conn.queued > MAX_QUEUED_REQUESTS and not self._paused and not self._closed:
             self._paused = True
@@ -129,6 +142,10 @@ class KafkaConnection(protocol.Protocol):
         while not self._closed and not self._muted and (frame := conn.next_request()) is not None:
             if self._tls_pending:
                 self._tls_principal()
+            stats = self.factory.request_stats if self.factory is not None else None
+            if stats is not None:
+                self._timing = (stats, stats.name_of(frame), self._arrivals.popleft() if self._arrivals
+                                else perf_counter(), perf_counter())
             try:
                 if self.sasl is not None and not self.sasl.complete:
                     result = self._authenticate(frame)
@@ -152,6 +169,8 @@ class KafkaConnection(protocol.Protocol):
                         return
                 else:
                     self._waiting = True
+                    if self._timing is not None:
+                        self._timing += (perf_counter(),)
                     result.addCallbacks(self._deferred_done, self._failed)
                     return
             self._send(result)
@@ -220,16 +239,21 @@ class KafkaConnection(protocol.Protocol):
         self._process()
 
     def _send(self, response: bytes | None) -> None:
+        ready = perf_counter() if self._timing is not None else 0.0
         if self._throttle is not None:
             (ms, hold), self._throttle = self._throttle, None
             self._mute(ms, response, hold)
             if hold:
+                if self._timing is not None:
+                    self._timed(ready)
                 return
         parts = self.conn.respond(response)
         if parts and not self._closed:
             self.transport.writeSequence(parts)
             if self.factory is not None:
                 self.last_active = self.factory.clock.seconds()
+        if self._timing is not None:
+            self._timed(ready)
         sasl = self.sasl
         if sasl is not None and self.conn.close_reason is None:
             if sasl.principal is not None:
@@ -237,6 +261,15 @@ class KafkaConnection(protocol.Protocol):
                 self.token_authenticated = sasl.token_authenticated
             elif sasl.failed is not None:
                 self._failed_authentication(sasl.failed)
+
+    def _timed(self, ready: float) -> None:
+        """Record the request just answered: (stats, name, arrived, started[, parked]) in _timing.
+        Local time ends when the handler returned (or parked: then the rest is remote time)."""
+        timing, self._timing = self._timing, None
+        assert timing is not None
+        stats, named, arrived, started = timing[:4]
+        if named is not None:
+            stats.record(named, arrived, started, timing[4] if len(timing) > 4 else ready, ready, perf_counter())
 
     def _failed_authentication(self, why: str) -> None:
         """Handle nothing more, and close after connection.failed.authentication.delay.ms (Kafka's
@@ -287,6 +320,7 @@ class KafkaServerFactory(protocol.ServerFactory):
         self.clock = clock
         self.quotas = quotas
         self.idle_s = idle_ms / 1000.0
+        self.request_stats: Any = None   # broker/metrics.py:RequestStats when metrics are on
         self._idle_check: task.LoopingCall | None = None
 
     def startFactory(self) -> None:

@@ -33,6 +33,8 @@ from .delayed import (DelayedFetch, DelayedProduce, FetchParams, FetchPartition,
 from ..log.partition_metadata import read_topic_id, write_topic_id
 from ..log.validator import RecordValidationError
 from ..metadata_cache import MetadataCache, PartitionMetadata
+from ..metrics import (FAILED_FETCH, FAILED_PRODUCE, TOTAL_FETCH, TOTAL_PRODUCE, TopicStats, count_append,
+                       count_bytes_out, count_failure, count_request)
 from .isr_propagation import CHECK_INTERVAL_MS, IsrChangePropagation
 from .partition import Partition
 from .replication_quota import ReplicationQuota, is_throttled
@@ -117,6 +119,8 @@ class ReplicaManager:
         self.leader_quota = ReplicationQuota()
         self.follower_quota = ReplicationQuota()
         self._loops: list[task.LoopingCall] = []
+        self.topic_stats: TopicStats | None = None   # Kafka's BrokerTopicStats when metrics are on
+        self.isr_changes = [0, 0]   # ISR expansions, shrinks written by this leader (Kafka's meters)
 
     def now_ms(self) -> int:
         return int(self.scheduler.seconds() * 1000)
@@ -372,7 +376,7 @@ class ReplicaManager:
         def append(tp: TopicPartition, p: Partition, records: bytes) -> Any:
             return p.append_as_leader(records, required_acks, self.min_insync_replicas(tp[0]), self.now_ms(),
                                       origin)
-        return self._append_and_wait(timeout_ms, required_acks, entries, append)
+        return self._append_and_wait(timeout_ms, required_acks, entries, append, self.topic_stats)
 
     def append_txn_markers(self, timeout_ms: int, markers: dict[TopicPartition, tuple[int, int, bool, int]]
                            ) -> Completion[dict[TopicPartition, dict]]:
@@ -383,14 +387,16 @@ class ReplicaManager:
         return self._append_and_wait(timeout_ms, -1, markers, append)
 
     def _append_and_wait(self, timeout_ms: int, required_acks: int, entries: dict[TopicPartition, Any],
-                         append: Callable[[TopicPartition, Partition, Any], Any]
+                         append: Callable[[TopicPartition, Partition, Any], Any], stats: TopicStats | None = None
                          ) -> Completion[dict[TopicPartition, dict]]:
         results: dict[TopicPartition, dict] = {}
         required: dict[TopicPartition, int] = {}
         for tp, records in entries.items():
+            counts = count_request(stats, tp[0], TOTAL_PRODUCE)
             try:
                 p = self.leader_partition(tp)
                 info = append(tp, p, records)
+                count_append(counts, info.last_offset - info.first_offset + 1, len(records))
                 results[tp] = {"error_code": 0, "base_offset": info.first_offset,
                                "log_append_time_ms": info.log_append_time,
                                "log_start_offset": info.log_start_offset}
@@ -400,9 +406,11 @@ class ReplicaManager:
                 if e.code not in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
                     log.info("produce to %s-%d failed: %s", tp[0], tp[1], e)
                 results[tp] = produce_error(e.code, e)
+                count_failure(counts, FAILED_PRODUCE, e.code)
             except Exception:
                 log.exception("produce to %s-%d failed", *tp)
                 results[tp] = produce_error(ErrorCode.UNKNOWN_SERVER_ERROR)
+                count_failure(counts, FAILED_PRODUCE, ErrorCode.UNKNOWN_SERVER_ERROR)
         if required_acks != -1 or not required:
             return Completion.completed(results)
         done: Completion[dict[TopicPartition, dict]] = Completion()
@@ -428,9 +436,14 @@ class ReplicaManager:
         results = self.read_from_local_log(params)
         total = sum(len(r["records"]) for _, r in results)
         errored = any(r["error_code"] or "diverging_epoch" in r for _, r in results)
+        stats = self.topic_stats
         if params.max_wait_ms <= 0 or not params.partitions or total >= params.min_bytes or errored:
+            if stats is not None:
+                count_bytes_out(stats, results, params.is_from_follower)
             return Completion.completed(results)
         done: Completion[list[tuple[FetchPartition, dict]]] = Completion()
+        if stats is not None:
+            done.add_callback(lambda res: count_bytes_out(stats, res, params.is_from_follower))
         op = DelayedFetch(params, self._fetchable, self.read_from_local_log, done.complete)
         self.fetch_purgatory.try_complete_else_watch(op, [fp.tp for fp in params.partitions])
         return done
@@ -440,7 +453,9 @@ class ReplicaManager:
         remaining = max(params.max_bytes, 0)
         min_one_batch = True
         out: list[tuple[FetchPartition, dict]] = []
+        stats = self.topic_stats
         for fp in params.partitions:
+            counts = count_request(stats, fp.topic, TOTAL_FETCH)
             try:
                 p = self.leader_partition(fp.tp)
                 p.check_leader_epoch(fp.current_leader_epoch)
@@ -477,9 +492,11 @@ class ReplicaManager:
                 out.append((fp, result))
             except KafkaError as e:
                 out.append((fp, fetch_error(e.code)))
+                count_failure(counts, FAILED_FETCH, e.code)
             except Exception:
                 log.exception("fetch from %s-%d failed", *fp.tp)
                 out.append((fp, fetch_error(ErrorCode.UNKNOWN_SERVER_ERROR)))
+                count_failure(counts, FAILED_FETCH, ErrorCode.UNKNOWN_SERVER_ERROR)
         return out
 
     def _update_follower_fetch_states(self, params: FetchParams) -> None:
@@ -522,13 +539,14 @@ class ReplicaManager:
         if self.isr_writer is None:
             return
         state = p.prepare_isr_update(new_isr)
-        epoch = p.leader_epoch
+        epoch, old_size = p.leader_epoch, len(p.isr)
 
         def done(new_version: int | None) -> None:
             if self.partitions.get(p.tp) is not p:
                 return
             now = self.now_ms()
             if p.complete_isr_update(epoch, new_isr, new_version, now):
+                self.isr_changes[len(new_isr) < old_size] += 1
                 self.isr_propagation.record(p.tp, now)
             p.maybe_increment_high_watermark(now)
             self._wake(p.tp)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from .ledger import Delivered, DeliveryLedger, assert_no_loss, loss_report
 from .tmpfs import FaultUnavailable
+from .metrics import scrape, scrape_all
 from .topics import create_topic
 from .waits import wait_through_faults, wait_until
 
@@ -23,5 +24,5 @@ def __getattr__(name: str) -> object:
     raise AttributeError(name)
 
 
-__all__ = ["create_topic", "wait_until", "wait_through_faults", "DeliveryLedger", "Delivered", "assert_no_loss",
+__all__ = ["create_topic", "scrape", "scrape_all", "wait_until", "wait_through_faults", "DeliveryLedger", "Delivered", "assert_no_loss",
            "loss_report", "FaultUnavailable", "KafkaCluster"]

@@ -227,9 +227,15 @@ class Collector:
         if isinstance(entries, Exception):
             return None, f"DescribeConfigs: {entries}"
         values = {e.name: e.value for e in entries}
-        if not values.get("metrics.port"):
+        port = values.get("metrics.port")
+        if not port:
             return None, "metrics.port is not set on this broker"
-        return f"http://{values.get('metrics.host') or host}:{values['metrics.port']}/metrics", None
+        if str(port) == "0":
+            return None, "metrics.port is 0 (any free port): its bound port is not published"
+        mhost = values.get("metrics.host")
+        if not mhost or mhost in ("0.0.0.0", "::"):   # bound on every address: reach it as the broker
+            mhost = host
+        return f"http://{mhost}:{port}/metrics", None
 
     def close(self) -> None:
         self.admin.close()

@@ -78,6 +78,7 @@ class ComposeCluster:
         self.compose = compose
         self.project = project
         self.ports = ports                       # broker id -> host port of its EXTERNAL listener
+        self.metrics_ports: dict[int, int] = {}  # broker id -> host port of its /metrics endpoint
         self.network = f"{project}_cluster"
         self._ids: dict[str, str] = {}
 
@@ -85,6 +86,10 @@ class ComposeCluster:
     @property
     def bootstrap(self) -> str:
         return ",".join(f"localhost:{self.ports[b]}" for b in BROKERS)
+
+    @property
+    def metrics_urls(self) -> dict[int, str]:
+        return {b: f"http://localhost:{port}/metrics" for b, port in self.metrics_ports.items()}
 
     def container(self, service: str) -> str:
         """The container id of a service (stable across kill/start/restart)."""
@@ -192,7 +197,9 @@ def compose_project(request: pytest.FixtureRequest, tmp_path_factory: pytest.Tem
     try:
         for attempt in range(3):
             # Fresh ports each attempt: one may have been taken between picking and binding.
-            c.ports = dict(zip(BROKERS, free_ports(len(BROKERS))))
+            ports = free_ports(2 * len(BROKERS))
+            c.ports = dict(zip(BROKERS, ports))
+            c.metrics_ports = dict(zip(BROKERS, ports[len(BROKERS):]))
             env_file.write_text("".join(f"{k}={v}\n" for k, v in {
                 "COMPOSE_PROJECT_NAME": project,
                 "ODRADEK_IMAGE": IMAGE,
@@ -200,6 +207,7 @@ def compose_project(request: pytest.FixtureRequest, tmp_path_factory: pytest.Tem
                 "ODRADEK_ZK_SESSION_TIMEOUT_MS": ZK_SESSION_TIMEOUT_MS,
                 **{f"ODRADEK_BROKER{b}_PORT": p for b, p in c.ports.items()},
                 "ODRADEK_UI_PORT": free_ports(1)[0],   # the web view (ui service)
+                **{f"ODRADEK_BROKER{b}_METRICS_PORT": p for b, p in c.metrics_ports.items()},
                 **(env or {}),
             }.items()))
             try:

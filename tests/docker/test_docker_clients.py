@@ -25,6 +25,16 @@ def _check_topic(cluster: ComposeCluster, topic: str) -> None:
         assert sorted(p["replicas"]) == list(BROKERS), p
 
 
+def _create_topic(cluster: ComposeCluster, topic: str) -> None:
+    from odradek.client import NewTopic
+    admin = cluster.admin()
+    try:
+        admin.create_topics([NewTopic(topic, num_partitions=PARTITIONS, replication_factor=3)])
+    finally:
+        admin.close()
+    _check_topic(cluster, topic)
+
+
 def test_metadata_advertises_external_listeners(cluster: ComposeCluster) -> None:
     admin = cluster.admin()
     try:
@@ -37,15 +47,10 @@ def test_metadata_advertises_external_listeners(cluster: ComposeCluster) -> None
 
 
 def test_odradek_client(cluster: ComposeCluster) -> None:
-    from odradek.client import Consumer, NewTopic, Producer, TopicPartition
+    from odradek.client import Consumer, Producer, TopicPartition
 
     topic, expected = "docker-odradek", _expected("odradek")
-    admin = cluster.admin()
-    try:
-        admin.create_topics([NewTopic(topic, num_partitions=PARTITIONS, replication_factor=3)])
-    finally:
-        admin.close()
-    _check_topic(cluster, topic)
+    _create_topic(cluster, topic)
 
     producer = Producer(bootstrap_servers=cluster.bootstrap, acks="all", linger_ms=5)
     try:
@@ -142,3 +147,33 @@ def test_healthchecks_report_roles(cluster: ComposeCluster) -> None:
     # the image's user is not root
     assert cluster.docker("exec", cluster.broker(1), "id", "-u").stdout.strip() != "0"
     wait_until(lambda: cluster.health("broker-1") == "healthy", 30, "broker-1 healthy")
+
+
+def test_prometheus_scrapes_every_broker(cluster: ComposeCluster) -> None:
+    """Issue 18's acceptance: every broker's published /metrics parses with prometheus_client's
+    parser, and its counters move with a produced load (MessagesIn by the exact count)."""
+    from odradek.client import Producer
+    from odradek.testing import scrape_all
+
+    topic, n = "docker-metrics", 120
+    btm = "kafka_server_brokertopicmetrics_"
+
+    def totals(name: str, **labels: str) -> float:
+        return sum(s.total(name, **labels) for s in scrape_all(cluster.metrics_urls).values())
+    scrapes = wait_until(lambda: scrape_all(cluster.metrics_urls), 60, "every broker's /metrics to answer")
+    assert set(scrapes) == set(BROKERS)
+    assert sum(s.value("kafka_controller_kafkacontroller_activecontrollercount") for s in scrapes.values()) == 1
+    produce_requests = totals("kafka_network_requestmetrics_requests_total", request="Produce")
+    _create_topic(cluster, topic)
+    producer = Producer(bootstrap_servers=cluster.bootstrap, acks="all", linger_ms=5)
+    try:
+        for i in range(n):
+            producer.send(topic, value=f"metrics-{i}".encode())
+        producer.flush(60)
+    finally:
+        producer.close()
+    wait_until(lambda: totals(btm + "messagesin_total", topic=topic) == n, 60,
+               f"MessagesIn of {topic} to reach {n} across the brokers")
+    assert totals(btm + "bytesin_total", topic=topic) > n * len("metrics-0")
+    assert totals("kafka_network_requestmetrics_requests_total", request="Produce") > produce_requests
+    assert totals("kafka_network_requestmetrics_requests_total", request="FetchFollower") > 0

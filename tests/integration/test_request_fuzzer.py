@@ -6,7 +6,7 @@ draws a valid request (odradek's codec, several versions of every advertised API
 real socket and must end as an answer that decodes with its correlation id, no answer where none
 is owed, a close, or a legitimate wait — with no traceback in the broker's log. Afterwards the
 broker process is alive, answers on a fresh connection, and odradek's Consumer reads the valid
-records produced before and after the fuzzing. The bounded example count keeps this near a minute;
+records produced before and after the fuzzing, and its metrics endpoint (on) still parses. The bounded example count keeps this near a minute;
 the long run is ``python -m odradek.testing.request_fuzzer`` (docs/testing.md).
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from test_broker_e2e import wait_brokers
 
-from odradek.testing import create_topic
+from odradek.testing import create_topic, scrape
 from odradek.testing.request_fuzzer import Fuzzer, base_requests, mutate, produce_values, read_values
 
 pytestmark = pytest.mark.integration
@@ -31,7 +31,7 @@ AFTER = [b"after-%d" % i for i in range(20)]
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     from odradek.zk.cluster import LocalCluster
-    cluster = LocalCluster(tmp_path_factory.mktemp("fuzz"), zookeepers=1, brokers=1,
+    cluster = LocalCluster(tmp_path_factory.mktemp("fuzz"), zookeepers=1, brokers=1, metrics=True,
                            overrides={"socket.request.max.bytes": 1_000_000})
     cluster.start()
     try:
@@ -72,3 +72,6 @@ def test_mutated_requests_get_an_answer_or_a_clean_close_and_the_log_stays_reada
     values = read_values(cluster.bootstrap_servers, TOPIC)
     assert [v for v in values if v in set(BEFORE + AFTER)] == BEFORE + AFTER
     assert "Traceback" not in broker.log_path.read_text(errors="replace")
+    # every mutant went through the request metrics too: the scrape still parses and counts them
+    scraped = scrape(cluster.metrics_urls[1])
+    assert sum(v for _, v in scraped.samples("kafka_network_requestmetrics_requests_total")) > stats.frames // 10

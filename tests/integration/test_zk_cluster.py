@@ -74,6 +74,12 @@ def test_cluster_up_status_down(tmp_path):
         assert f"zookeeper connect: {state['zookeeper_connect']}" in r.stdout
         # the processes outlived the CLI
         assert all(pid_matches(p["pid"], p["marker"]) for p in state["brokers"] + state["zookeepers"])
+        # metrics are on, and each broker's URL is printed and answers
+        from odradek.testing import scrape
+        for b in state["brokers"]:
+            url = f"http://127.0.0.1:{b['metrics_port']}/metrics"
+            assert f"metrics broker {b['id']}: {url}" in r.stdout
+            assert scrape(url).value("kafka_server_replicamanager_partitioncount") == 0
 
         r = _odradek(env, "cluster", "up", "--data-dir", str(data))
         assert r.returncode == 1 and "already up" in r.stderr and len(r.stderr.strip().splitlines()) == 1
@@ -90,6 +96,7 @@ def test_cluster_up_status_down(tmp_path):
         assert f"web view: pid {state['ui']['pid']} running, http://127.0.0.1:{ui_port}/" in r.stdout
         wait_until(lambda: [b["status"] for b in _ui_snapshot(ui_port)["brokers"]] == ["up", "up"], 30,
                    "both brokers up on the web view")
+        assert r.stdout.count("/metrics") == 2
 
         # topics finds the cluster through its state file (ODRADEK_DATA_DIR / ./data)
         r = _odradek({**env, "ODRADEK_DATA_DIR": str(data)}, "topics", "--list")
