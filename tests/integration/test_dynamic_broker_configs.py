@@ -179,6 +179,13 @@ def test_connection_limits_change_live(cluster):
     try:
         cluster_default("--add-config", "max.connections.per.ip=4")
         wait_until(lambda: not connect(), 30, "a connection past max.connections.per.ip=4 to be refused")
+
+        def released() -> bool:   # the broker has seen the closes: a new connection is kept again
+            for s in held:
+                s.close()
+            held.clear()
+            return connect()
+        wait_until(released, 30, "the closed connections released by the broker")
         for s in held:
             s.close()
         held.clear()

@@ -26,7 +26,7 @@ TOPIC, GROUP = "orders", "billing"
 def cluster(tmp_path_factory):
     from odradek.zk.cluster import LocalCluster
     # a short ZooKeeper session: a SIGKILLed broker leaves /brokers/ids within seconds
-    c = LocalCluster(tmp_path_factory.mktemp("ui"), zookeepers=1, brokers=3,
+    c = LocalCluster(tmp_path_factory.mktemp("ui"), zookeepers=1, brokers=3, metrics=True,
                      overrides={"zookeeper.session.timeout.ms": "6000"})
     c.start()
     try:
@@ -76,9 +76,10 @@ def test_page_shows_brokers_controller_zookeeper_and_topics(page, cluster):
     wait_until(lambda: "standalone" in _text(page, "#zookeeper"), 10, "the ZooKeeper node and its mode")
     wait_until(lambda: _attr(page, f"tr[data-tp^='{TOPIC}-']", "data-urp") == ["false"] * 3, 10,
                "three in-sync partitions of the topic")
-    # each broker has its throughput sparklines, or says why it has none (no metrics.port)
-    assert page.execute_script("return [...document.querySelectorAll('.broker')]"
-                               ".every(b => b.querySelector('svg.spark, [data-metrics=none]'))")
+    # each broker's throughput sparklines, drawn from its own /metrics (found through DescribeConfigs)
+    wait_until(lambda: page.execute_script("return [...document.querySelectorAll('.broker')]"
+                                           ".every(b => b.querySelector('svg.spark polyline'))"), 30,
+               "every broker's throughput sparklines drawn")
 
 
 @pytest.fixture(scope="module")
