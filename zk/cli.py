@@ -13,7 +13,7 @@ import sys
 # name -> (module, function, one-line help). The function takes argv (list[str]) and
 # returns an exit code.
 COMMANDS: dict[str, tuple[str, str, str]] = {
-    "cluster": ("odradek.zk.cluster", "main", "local ZooKeeper ensemble + brokers: up | down | status"),
+    "cluster": ("odradek.zk.cluster_cli", "main", "local ZooKeeper ensemble + brokers: up | down | status"),
     "zookeeper": ("odradek.zk.ensemble", "main", "start one ZooKeeper node"),
     "broker": ("odradek.broker.main", "main", "start one broker: broker start server.properties"),
     "topics": ("odradek.zk.topics_cli", "main", "create, list, describe, alter, delete topics (like kafka-topics.sh --zookeeper)"),

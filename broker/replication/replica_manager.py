@@ -23,7 +23,6 @@ from typing import Any, Callable, Iterable
 
 from odradek.broker.completion import Completion
 from odradek.protocol.errors import ErrorCode, KafkaError
-from odradek.protocol.record_batch import iter_headers
 from odradek.zk.znodes import topic_id_string
 
 from twisted.internet import defer, task
@@ -31,12 +30,12 @@ from twisted.internet import defer, task
 from .delayed import (DelayedFetch, DelayedProduce, FetchParams, FetchPartition, ProducePartitionStatus,
                       Purgatory)
 from ..log.partition_metadata import read_topic_id, write_topic_id
-from ..log.validator import RecordValidationError
 from ..metadata_cache import MetadataCache, PartitionMetadata
 from ..metrics import (FAILED_FETCH, FAILED_PRODUCE, TOTAL_FETCH, TOTAL_PRODUCE, TopicStats, count_append,
                        count_bytes_out, count_failure, count_request)
 from .isr_propagation import CHECK_INTERVAL_MS, IsrChangePropagation
 from .partition import Partition
+from .partition_results import _aborted_in, fetch_error, produce_error
 from .replication_quota import ReplicationQuota, is_throttled
 
 log = logging.getLogger(__name__)
@@ -44,33 +43,6 @@ log = logging.getLogger(__name__)
 TopicPartition = tuple[str, int]
 EPOCH_DURING_DELETE = -2
 NO_EPOCH = -1
-
-
-def produce_error(code: ErrorCode | int, error: KafkaError | None = None) -> dict:
-    """A partition's failed produce; records refused one by one (``RecordValidationError``) are
-    listed in ``record_errors`` with ``error_message`` set, as Kafka answers Produce v8."""
-    out: dict[str, Any] = {"error_code": int(code), "base_offset": -1, "log_append_time_ms": -1,
-                           "log_start_offset": -1}
-    if isinstance(error, RecordValidationError):
-        out["record_errors"] = [{"batch_index": i, "batch_index_error_message": m} for i, m in error.record_errors]
-        out["error_message"] = error.message
-    return out
-
-
-def _aborted_in(log_: Any, fetch_offset: int, records: bytes) -> list[dict]:
-    """Aborted transactions overlapping the fetched batches ([fetch offset, next offset after them))."""
-    if not records:
-        return []
-    upper = fetch_offset
-    for _, h in iter_headers(records):
-        upper = h.next_offset
-    return [{"producer_id": t.producer_id, "first_offset": t.first_offset}
-            for t in log_.collect_aborted_transactions(fetch_offset, upper)]
-
-
-def fetch_error(code: ErrorCode | int) -> dict:
-    return {"error_code": int(code), "high_watermark": -1, "last_stable_offset": -1,
-            "log_start_offset": -1, "records": b""}
 
 
 class ReplicaManager:
