@@ -13,8 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Optional
 
-from odradek.protocol.apis import alter_client_quotas as ALTER_API
-from odradek.protocol.apis import describe_client_quotas as DESCRIBE_API
 from odradek.protocol.apis.describe_client_quotas import MATCH_ANY, MATCH_DEFAULT, MATCH_EXACT
 from odradek.protocol.errors import ErrorCode, KafkaError
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from odradek.zk.ensemble import ZooKeeperEnsemble, ZooKeeperError, free_ports, log_tail, stop_process
+from odradek.zk.ensemble import ZooKeeperEnsemble, free_ports, log_tail, stop_process
 
 STATE_FILE = "cluster.json"
 HOST = "127.0.0.1"

@@ -183,9 +183,9 @@ def test_lag_names_the_member_holding_the_partition(cluster):
                     if labels["group"] == "metrics-live" and v == 3 and labels["consumer_id"]}
         wait_until(lambda: members() == {("metrics-live-client", "0"), ("metrics-live-client", "1")}, 30,
                    "the lag samples to name the member holding each partition")
-        members = [s.value("kafka_consumergroup_members", consumergroup="metrics-live")
-                   for s in scrape_all(cluster.metrics_urls).values()]
-        assert [n for n in members if n is not None] == [1]    # one member, on its coordinator only
+        counts = [s.value("kafka_consumergroup_members", consumergroup="metrics-live")
+                  for s in scrape_all(cluster.metrics_urls).values()]
+        assert [n for n in counts if n is not None] == [1]    # one member, on its coordinator only
     finally:
         consumer.close(autocommit=False)
 
