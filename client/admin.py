@@ -16,9 +16,11 @@ import threading
 import time
 from typing import Any, Callable, Iterable, Mapping
 
+from odradek.protocol.apis import alter_client_quotas as _alter_client_quotas
 from odradek.protocol.apis import create_topics as _create_topics
 from odradek.protocol.apis import delete_groups as _delete_groups
 from odradek.protocol.apis import delete_topics as _delete_topics
+from odradek.protocol.apis import describe_client_quotas as _describe_client_quotas
 from odradek.protocol.apis import describe_configs as _describe_configs
 from odradek.protocol.apis import incremental_alter_configs as _incremental_alter_configs
 from odradek.protocol.apis import describe_groups as _describe_groups
@@ -450,14 +452,14 @@ class AdminClient(PartitionAdmin):
                                ) -> dict[Any, dict[str, float]]:
         """{ClientQuotaEntity: {key: value}} of the entities the ``ClientQuotaFilterComponent``s match."""
         from . import quota_admin as qa
-        resp = self._call(qa.DESCRIBE_API, qa.describe_body(components, strict), lambda: sorted(self._cluster.brokers))
+        resp = self._call(_describe_client_quotas, qa.describe_body(components, strict), lambda: sorted(self._cluster.brokers))
         return qa.describe_result(resp)
 
     def alter_client_quotas(self, alterations: Iterable[Any], validate_only: bool = False,
                             raise_errors: bool = True) -> dict[Any, KafkaError | None]:
         """Apply ``ClientQuotaAlteration``s: {ClientQuotaEntity: None | KafkaError}."""
         from . import quota_admin as qa
-        resp = self._call(qa.ALTER_API, qa.alter_body(alterations, validate_only), lambda: sorted(self._cluster.brokers))
+        resp = self._call(_alter_client_quotas, qa.alter_body(alterations, validate_only), lambda: sorted(self._cluster.brokers))
         return self._finish(qa.alter_result(resp), raise_errors)  # type: ignore[arg-type]
 
     # -- ACLs (client/acl_admin.py) ---------------------------------------------------------
