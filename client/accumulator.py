@@ -36,7 +36,7 @@ class ProduceResult:
         self.log_append_time = -1
         self.error: BaseException | None = None
         self._lock = threading.Lock()
-        self._waiting: list[FutureRecordMetadata] | None = None
+        self._waiting: "list[FutureRecordMetadata | _BatchCallback] | None" = None
 
     def complete(self, base_offset: int, log_append_time: int, error: BaseException | None) -> None:
         with self._lock:
@@ -155,6 +155,7 @@ class FutureRecordMetadata:
 
     def _fire(self) -> None:
         err = self._result.error
+        arg: Any
         if err is None:
             todo, arg = self._callbacks, None
             self._callbacks = None
@@ -421,7 +422,7 @@ class RecordAccumulator:
 
         Batches queued for a retry keep their sequence and stay: they must still be resolved."""
         with self._lock:
-            batches = []
+            batches: list[ProducerBatch] = []
             for dq in self._batches.values():
                 if any(b.built is None for b in dq):
                     keep = [b for b in dq if b.built is not None]

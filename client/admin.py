@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, TypeVar
 
 from odradek.protocol.apis import alter_client_quotas as _alter_client_quotas
 from odradek.protocol.apis import create_topics as _create_topics
@@ -45,6 +45,8 @@ from .structs import (
     OffsetAndMetadata,
     TopicPartition,
 )
+
+K = TypeVar("K")  # the key of a per-resource result map
 
 _RETRY_CODES = frozenset({ErrorCode.NOT_CONTROLLER, ErrorCode.NETWORK_EXCEPTION, ErrorCode.REQUEST_TIMED_OUT})
 _COORD_RETRY = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE,
@@ -124,7 +126,7 @@ class AdminClient(PartitionAdmin):
         return results
 
     @staticmethod
-    def _finish(results: dict[str, KafkaError | None], raise_errors: bool) -> dict[str, KafkaError | None]:
+    def _finish(results: dict[K, KafkaError | None], raise_errors: bool) -> dict[K, KafkaError | None]:
         if raise_errors:
             for err in results.values():
                 if err is not None:
@@ -391,7 +393,7 @@ class AdminClient(PartitionAdmin):
                 tp = TopicPartition(t.name, p.partition_index)
                 results[tp] = None if p.error_code == ErrorCode.NONE else KafkaError(
                     p.error_code, f"{group_id}: {tp.topic}-{tp.partition}")
-        return self._finish(results, raise_errors)  # type: ignore[arg-type]
+        return self._finish(results, raise_errors)
 
     def delete_consumer_groups(self, group_ids: Iterable[str], raise_errors: bool = True
                                ) -> dict[str, KafkaError | None]:
@@ -403,7 +405,7 @@ class AdminClient(PartitionAdmin):
                                                lambda r: r.results[0].error_code if r.results else 0)
                 code = resp.results[0].error_code if resp.results else ErrorCode.UNKNOWN_SERVER_ERROR
                 results[gid] = None if code == ErrorCode.NONE else KafkaError(code, f"group {gid!r}")
-        return self._finish(results, raise_errors)  # type: ignore[arg-type]
+        return self._finish(results, raise_errors)
 
     def delete_consumer_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition]
                                       ) -> dict[TopicPartition, KafkaError | None]:
@@ -460,7 +462,7 @@ class AdminClient(PartitionAdmin):
         """Apply ``ClientQuotaAlteration``s: {ClientQuotaEntity: None | KafkaError}."""
         from . import quota_admin as qa
         resp = self._call(_alter_client_quotas, qa.alter_body(alterations, validate_only), lambda: sorted(self._cluster.brokers))
-        return self._finish(qa.alter_result(resp), raise_errors)  # type: ignore[arg-type]
+        return self._finish(qa.alter_result(resp), raise_errors)
 
     # -- ACLs (client/acl_admin.py) ---------------------------------------------------------
 
@@ -478,7 +480,7 @@ class AdminClient(PartitionAdmin):
         """Create ``AclBinding``s: {binding: None | KafkaError}."""
         with self._lock:
             results = self._acl_admin().create(list(acls))
-        return self._finish(results, raise_errors)  # type: ignore[arg-type]
+        return self._finish(results, raise_errors)
 
     def delete_acls(self, acl_filters: Iterable[Any]) -> list[tuple[Any, list[Any], KafkaError | None]]:
         """[(filter, the AclBindings it removed, None | KafkaError)] per ``AclBindingFilter``."""

@@ -295,9 +295,12 @@ class BrokerConnection:
                 err = KafkaError(ErrorCode.REQUEST_TIMED_OUT, f"{api.NAME} to {self.host}:{self.port}")
                 self.close(err)
                 raise err
+            sock = self._sock
+            if sock is None:
+                break
             try:
-                ready, _, _ = select.select([self._sock], [], [], remaining)
-            except (OSError, ValueError, TypeError):
+                ready, _, _ = select.select([sock], [], [], remaining)
+            except (OSError, ValueError):
                 break
             if ready:
                 self.read_responses()

@@ -89,7 +89,7 @@ class GroupsTool:
 
     # -- list / describe -----------------------------------------------------------------------
 
-    def list(self) -> None:
+    def list_groups(self) -> None:
         for gid, _ptype in self.admin.list_consumer_groups():
             print(gid)
 
@@ -217,7 +217,7 @@ class GroupsTool:
             return {tp: clamp(tp, (committed[tp].offset if tp in committed else end[tp]) + shift) for tp in tps}
         ts = _parse_datetime(a.to_datetime)
         found = self.consumer.offsets_for_times({tp: ts for tp in tps})
-        return {tp: (found[tp].offset if found.get(tp) is not None else end[tp]) for tp in tps}
+        return {tp: (end[tp] if (at := found.get(tp)) is None else at.offset) for tp in tps}
 
     def reset(self) -> None:
         a = self.args
@@ -230,7 +230,7 @@ class GroupsTool:
         if not a.dry_run and not a.execute:
             print("WARN: No action will be performed as the --execute option is missing. "
                   "You should add the --dry-run option explicitly.", file=sys.stderr)
-        rows = []
+        rows: list[tuple[str, TopicPartition, int]] = []
         for group in self.groups():
             desc = self.admin.describe_consumer_groups([group])[0]
             if desc.state not in ("Empty", "Dead"):
@@ -268,13 +268,13 @@ class GroupsTool:
         except KafkaError as e:
             raise ToolError(_GROUP_ERRORS.get(e.code.name, "Encounter some unknown error: {e}").format(
                 group=group, e=e)) from None
-        if any(e is not None for e in results.values()):
+        if any(err is not None for err in results.values()):
             print("Error: Encounter some partition level error, see the follow-up details:", file=sys.stderr)
         else:
             print(f"Request succeed for deleting offsets with topic {', '.join(topics)} group {group}")
         print(f"\n{'TOPIC':<30} {'PARTITION':<15} {'STATUS':<15}")
-        for tp, e in sorted(results.items(), key=lambda kv: kv[0].topic + str(kv[0].partition)):
-            status = "Successful" if e is None else f"Error: {_describe_error(e)}"
+        for tp, err in sorted(results.items(), key=lambda kv: kv[0].topic + str(kv[0].partition)):
+            status = "Successful" if err is None else f"Error: {_describe_error(err)}"
             print(f"{tp.topic:<30} {tp.partition:<15} {status:<15}".rstrip())
 
 
@@ -322,7 +322,7 @@ def main(argv: Iterable[str] | None = None) -> int:
                             "--delete-offsets")
         tool = GroupsTool(args)
         try:
-            {"list": tool.list, "describe": tool.describe, "delete": tool.delete,
+            {"list": tool.list_groups, "describe": tool.describe, "delete": tool.delete,
              "reset_offsets": tool.reset, "delete_offsets": tool.delete_offsets}[actions[0]]()
         finally:
             tool.close()

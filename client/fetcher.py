@@ -14,6 +14,7 @@ the Fetch response lists until its ABORT marker; a COMMIT marker ends nothing).
 from __future__ import annotations
 
 import collections
+import functools
 import heapq
 import logging
 import select
@@ -138,8 +139,7 @@ class Fetcher:
             offsets = dict(parts)
             try:
                 conn = self.pool.get(node)
-                req = conn.send(_fetch, body, callback=lambda resp, err, node=node, offsets=offsets:
-                                self._on_response(node, offsets, resp, err))
+                req = conn.send(_fetch, body, callback=functools.partial(self._on_response, node, offsets))
             except KafkaError as exc:
                 log.debug("fetch to node %s failed: %s", node, exc)
                 self.cluster.request_update()
@@ -223,7 +223,7 @@ class Fetcher:
             cf = completed[0]
             tp = cf.tp
             position = self.positions.get(tp)
-            if tp not in self.positions or cf.fetch_offset != position and cf.records is None:
+            if position is None or cf.fetch_offset != position and cf.records is None:
                 self._discard(cf)
                 continue
             if cf.error != ErrorCode.NONE:
@@ -251,10 +251,10 @@ class Fetcher:
                 out.setdefault(tp, []).extend(converted)
                 cf.index += len(take)
                 remaining -= len(take)
-                self.positions[tp] = take[-1].offset + 1
+                position = self.positions[tp] = take[-1].offset + 1
             if cf.index >= len(recs):
                 self._discard(cf)
-                if self.positions[tp] < cf.next_offset:
+                if position < cf.next_offset:
                     self.positions[tp] = cf.next_offset
         return out
 

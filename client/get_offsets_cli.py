@@ -53,7 +53,7 @@ def main(argv: Iterable[str] | None = None) -> int:
                 offsets = dict(consumer.beginning_offsets(tps))
             else:
                 found = consumer.offsets_for_times({tp: args.time for tp in tps})
-                offsets = {tp: None if found.get(tp) is None else found[tp].offset for tp in tps}
+                offsets = {tp: None if (at := found.get(tp)) is None else at.offset for tp in tps}
         finally:
             consumer.close()
         for tp in tps:

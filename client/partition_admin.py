@@ -145,8 +145,8 @@ class PartitionAdmin:
                 if leader >= 0:
                     by_leader.setdefault(leader, []).append(tp)
                 else:
-                    code = ErrorCode.LEADER_NOT_AVAILABLE if tp in known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                    out[tp] = KafkaError(code, f"{tp.topic}-{tp.partition}")
+                    missing = ErrorCode.LEADER_NOT_AVAILABLE if tp in known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    out[tp] = KafkaError(missing, f"{tp.topic}-{tp.partition}")
             retry: list[TopicPartition] = []
             for leader, tps in sorted(by_leader.items()):
                 for tp, code, value in send(leader, tps):
@@ -182,7 +182,7 @@ class PartitionAdmin:
             ids = sorted(self._cluster.brokers) if broker_ids is None else list(broker_ids)
         out: dict[int, list[dict[str, Any]]] = {}
         for node in ids:
-            resp = self._call(_describe_log_dirs, {"topics": wanted}, lambda node=node: [node])
+            resp = self._call(_describe_log_dirs, {"topics": wanted}, _only(node))
             out[node] = [{"log_dir": r.log_dir,
                           "error": None if r.error_code == 0 else ErrorCode(r.error_code).name,
                           "partitions": [{"topic": t.name, "partition": p.partition_index, "size": p.partition_size,
@@ -202,7 +202,7 @@ class PartitionAdmin:
         for node, dirs in sorted(by_broker.items()):
             body = {"dirs": [{"path": d, "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
                              for d, topics in dirs.items()]}
-            resp = self._call(_alter_replica_log_dirs, body, lambda node=node: [node])
+            resp = self._call(_alter_replica_log_dirs, body, _only(node))
             for r in resp.results:
                 for p in r.partitions:
                     out[TopicPartitionReplica(r.topic_name, p.partition_index, node)] = (
@@ -225,3 +225,8 @@ class PartitionAdmin:
                                                     if p["is_future"] else
                                                     {"current_log_dir": d["log_dir"], "current_offset_lag": p["offset_lag"]}))
         return out
+
+
+def _only(node: int) -> Callable[[], list[int]]:
+    """The node list of a request that must go to ``node`` itself."""
+    return lambda: [node]

@@ -425,8 +425,11 @@ def _consume_confluent(args: Any, props: dict[str, Any]) -> tuple[int, int, bool
         if tmeta is None or tmeta.error is not None or not tmeta.partitions:
             raise ToolError(f"topic {args.topic!r} does not exist")
         assigned: list[float] = []
-        consumer.subscribe([args.topic],
-                           on_assign=lambda c, parts: assigned or assigned.append(time.monotonic()))
+
+        def on_assign(_consumer: Any, _partitions: Any) -> None:
+            if not assigned:
+                assigned.append(time.monotonic())
+        consumer.subscribe([args.topic], on_assign=on_assign)
         count = nbytes = 0
         last = time.monotonic()
         while count < args.messages:

@@ -221,7 +221,8 @@ def failover_perf(argv: list[str], out=None) -> int:
             print(f"WARNING: partitions {not_full} have an incomplete ISR before the kill", file=sys.stderr)
 
         entry = broker_entry(state, victim)
-        pid, marker = entry.get("pid"), entry["marker"]
+        pid: int = entry.get("pid") or 0
+        marker = entry["marker"]
         argv_before = proc_cmdline(pid) if pid else None
         if argv_before is None or not any(marker in a for a in argv_before):
             raise ToolError(f"broker {victim}'s recorded pid {pid} is not running with marker {marker} "

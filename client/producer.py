@@ -148,6 +148,7 @@ class Producer:
             p = self._sticky.partition(topic, None, parts, avail)
             tp = TopicPartition(topic, p)
             fut, new_batch = self._acc.append(tp, ts, kb, vb, hdrs, size)
+        assert fut is not None  # only an append that may abort for a new batch returns none
         if txn is not None:
             txn.maybe_add_partition(tp)
         sender = self._sender

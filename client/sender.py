@@ -320,7 +320,7 @@ class Sender(threading.Thread):
     def _earlier_unresolved(self, batch: ProducerBatch) -> bool:
         """True if a batch with a lower sequence on the same partition is not resolved yet."""
         pending = self._unresolved.get(batch.tp)
-        return bool(pending) and pending[0] is not batch
+        return pending is not None and len(pending) > 0 and pending[0] is not batch
 
     def _hold(self, batch: ProducerBatch) -> bool:
         """Idempotence: a retried batch goes out only as the lowest unresolved sequence."""

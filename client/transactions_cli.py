@@ -10,7 +10,7 @@ broker refuses is one line on stderr and exit status 1. Read-only.
 from __future__ import annotations
 
 import sys
-from typing import Iterable
+from typing import Iterable, Sequence
 
 from odradek.protocol.errors import KafkaError
 
@@ -22,7 +22,7 @@ HEADERS = ("ProducerId", "ProducerEpoch", "LatestCoordinatorEpoch", "LastSequenc
            "CurrentTransactionStartOffset")
 
 
-def table(rows: list[tuple[str, ...]]) -> list[str]:
+def table(rows: Sequence[Sequence[str]]) -> list[str]:
     """Kafka's prettyPrintTable: each value padded to its column's width, then a tab."""
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return ["".join(v.ljust(w) + "\t" for v, w in zip(r, widths)) for r in rows]

@@ -83,6 +83,7 @@ def normalize_offsets(offsets: Mapping[TopicPartition, Any]) -> dict[TopicPartit
 def build_request(req: TxnRequest, tid: str, pid: int, epoch: int, transaction_timeout_ms: int,
                   version_for: Callable[[ModuleType, int], int]) -> tuple[ModuleType, dict[str, Any], int]:
     """(api, body, version) of ``req``; ``version_for(api, max)`` is the connection's negotiation."""
+    api: ModuleType
     if req.kind == "init":
         api = _init_pid
         body = {"transactional_id": tid, "transaction_timeout_ms": transaction_timeout_ms,

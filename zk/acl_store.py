@@ -116,7 +116,7 @@ class ZkAclStore:
         by_pattern: dict[ResourcePattern, set[AccessControlEntry]] = {}
         for b in bindings:
             by_pattern.setdefault(b.pattern, set()).add(b.entry)
-        return {p: self.update(p, lambda cur, new=frozenset(new): cur | new) for p, new in by_pattern.items()}
+        return {p: self.update(p, _adding(frozenset(new))) for p, new in by_pattern.items()}
 
     def delete(self, filters: list[AclBindingFilter], candidates: Iterable[ResourcePattern] | None = None
                ) -> tuple[list[list[AclBinding]], dict[ResourcePattern, Entries]]:
@@ -156,3 +156,8 @@ class ZkAclStore:
     def purge_change(self, change, name: str, ctime_ms: int, now_ms: float | None = None) -> None:
         """Delete a notification older than 15 minutes (every reader does; one wins)."""
         notifications.purge_expired(self.kazoo, change, name, ctime_ms, now_ms)
+
+
+def _adding(new: Entries) -> Callable[[Entries], Entries]:
+    """The change that adds ``new`` to a pattern's entries."""
+    return lambda current: current | new

@@ -105,7 +105,7 @@ def resource_filters(args: argparse.Namespace) -> list[ResourcePatternFilter]:
 
 
 def _operations(args: argparse.Namespace) -> list[AclOperation]:
-    ops = []
+    ops: list[AclOperation] = []
     for text in args.operation or ["All"]:
         try:
             op = AclOperation.parse(text)
@@ -119,7 +119,7 @@ def _operations(args: argparse.Namespace) -> list[AclOperation]:
 
 
 def _entries(args: argparse.Namespace, ops: list[AclOperation]) -> list[AccessControlEntry]:
-    out = []
+    out: list[AccessControlEntry] = []
     for permission, principals, hosts in ((ALLOW, args.allow_principal, args.allow_host),
                                           (DENY, args.deny_principal, args.deny_host)):
         for principal in principals:

@@ -340,7 +340,7 @@ class KafkaZkClient(ZooKeeperClient):
         for t in topics:
             watch = self._wrap(watch_factory(t)) if watch_factory else None
             pending.append((t, self.kazoo.get_async(zn.TopicZNode.path(t), watch=watch)))
-        out: dict[TopicPartition, list[int]] = {}
+        out: dict[TopicPartition, zn.ReplicaAssignment] = {}
         for t, res in pending:
             try:
                 data, _ = res.get()
@@ -421,7 +421,8 @@ class KafkaZkClient(ZooKeeperClient):
                                 epoch_zk_version: int) -> dict[TopicPartition, Exception | None]:
         """Create .../partitions[/p]/state (epoch-checked); {tp: None on success or the error}."""
         topics = {t for t, _ in states}
-        parents = {("t", t): ("create", zn.TopicPartitionsZNode.path(t), b"") for t in topics}
+        parents: dict[tuple[str, object], tuple[str, str, bytes]] = {
+            ("t", t): ("create", zn.TopicPartitionsZNode.path(t), b"") for t in topics}
         parents.update({("p", tp): ("create", zn.TopicPartitionZNode.path(*tp), b"") for tp in states})
         for key in [k for k in parents if k[0] == "t"]:
             self._checked_many(epoch_zk_version, {key: parents[key]})

@@ -12,7 +12,7 @@ import json
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping
 
 
 def _dumps(obj: Any) -> bytes:
@@ -217,7 +217,7 @@ class TopicZNode:
         return f"/brokers/topics/{topic}"
 
     @staticmethod
-    def encode(assignment: "dict[int, list[int]] | dict[int, ReplicaAssignment]",
+    def encode(assignment: "Mapping[int, list[int] | ReplicaAssignment]",
                topic_id: uuid.UUID | None = None) -> bytes:
         full = {p: r if isinstance(r, ReplicaAssignment) else ReplicaAssignment(list(r))
                 for p, r in sorted(assignment.items())}
