@@ -25,8 +25,9 @@ from cryptography.hazmat.primitives.kdf.pbkdf2 import PBKDF2HMAC
 KEY_FACTORY = "PBKDF2WithHmacSHA512"
 CIPHER = "AES/CBC/PKCS5Padding"
 SALT_BYTES = 256
-# the broker's password-typed configs (broker/config/security_keys.py), by how their names end,
-# for the tools that cannot import the broker's config table
+# the broker's dynamically updatable password configs (broker/config/security_keys.py), by how
+# their names end (Kafka's isPasswordConfig), for the tools that cannot import the broker's config
+# table; tests/unit/test_dynamic_broker_config.py holds the two in agreement
 PASSWORD_SUFFIXES = ("password", "sasl.jaas.config", "ssl.keystore.key", "ssl.keystore.certificate.chain",
                      "ssl.truststore.certificates")
 

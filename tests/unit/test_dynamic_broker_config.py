@@ -102,3 +102,20 @@ def test_the_password_encoder_is_salted_and_refuses_tampering():
         enc.decode("not an encoded password")
     with pytest.raises(PasswordEncoderError, match="only PBKDF2WithHmacSHA512"):
         PasswordEncoder("s", key_factory="PBKDF2WithHmacSHA1")
+
+
+
+def test_the_tools_password_suffixes_cover_the_brokers_dynamic_password_configs():
+    """odradek configs --zookeeper encrypts by name ending, as Kafka's isPasswordConfig does (zk/
+    cannot import the broker's table): every dynamically updatable PASSWORD config ends with a
+    suffix, each suffix names a PASSWORD config, and no other config ends with one."""
+    from odradek.broker.config.kafka_config import BROKER_CONFIG
+    from odradek.broker.config.types import PASSWORD
+    from odradek.zk.password_encoder import PASSWORD_SUFFIXES
+
+    dynamic_passwords = {n for n in BROKER_CONFIG if dynamic.is_password(n)}
+    dynamic_passwords |= {f"listener.name.internal.{n}" for n in dynamic_passwords}
+    assert dynamic_passwords and all(n.endswith(PASSWORD_SUFFIXES) for n in dynamic_passwords)
+    assert all(BROKER_CONFIG[s].type == PASSWORD for s in PASSWORD_SUFFIXES if s in BROKER_CONFIG)
+    assert {s for s in PASSWORD_SUFFIXES if s not in BROKER_CONFIG} == {"password"}
+    assert not [n for n, k in BROKER_CONFIG.items() if n.endswith(PASSWORD_SUFFIXES) and k.type != PASSWORD]
