@@ -133,8 +133,6 @@ def run(argv: list[str]) -> int:
         while len(got) < len(sent) and time.monotonic() < deadline:
             for tp, recs in consumer.poll(timeout_ms=500).items():
                 for r in recs:
-                    if not isinstance(r.value, bytes):
-                        continue
                     try:
                         doc = json.loads(r.value)
                         seq = str(doc["seq"])
@@ -145,7 +143,7 @@ def run(argv: list[str]) -> int:
                     if seq in got:
                         dupes += 1
                         continue
-                    got[seq] = (r.key.decode() if isinstance(r.key, bytes) else "", tp.partition, r.offset)
+                    got[seq] = (r.key.decode() if r.key else "", tp.partition, r.offset)
                     per_partition[tp.partition] += 1
                     offsets_seen[tp.partition].append(r.offset)
             _progress(f"consumed {len(got)}/{len(sent)}")

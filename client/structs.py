@@ -5,7 +5,7 @@ they can be hashed, compared and pickled (the Spark source ships them).
 """
 from __future__ import annotations
 
-from typing import NamedTuple, Sequence
+from typing import Any, NamedTuple, Sequence
 
 from odradek.protocol.errors import ErrorCode, KafkaError
 
@@ -55,8 +55,8 @@ class ConsumerRecord(NamedTuple):
     offset: int
     timestamp: int
     timestamp_type: int
-    key: object
-    value: object
+    key: Any  # what the key deserializer returns (bytes without one)
+    value: Any
     headers: list
     serialized_key_size: int
     serialized_value_size: int

@@ -36,7 +36,7 @@ logger.pyds.level = error
 
 def _resolves_to_loopback(name: str) -> bool:
     try:
-        return all(info[4][0].startswith("127.") or info[4][0] == "::1"
+        return all(str(info[4][0]).startswith("127.") or info[4][0] == "::1"
                    for info in socket.getaddrinfo(name, None))
     except OSError:
         return True  # unresolvable: loopback is the only safe choice

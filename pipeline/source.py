@@ -94,7 +94,7 @@ class BatchReader(DataSourceReader):
             raise RuntimeError(f"could not list offsets of {sorted(missing)}")
         return _ranges(start, end)
 
-    def read(self, partition: RangePartition) -> Iterator:
+    def read(self, partition: RangePartition) -> Iterator:  # type: ignore[override]  # Spark hands back our own partitions
         return read_range(self.opts, partition)
 
 
@@ -176,7 +176,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def partitions(self, start: dict, end: dict) -> list[RangePartition]:
         return _ranges(to_tps(start), to_tps(end))
 
-    def read(self, partition: RangePartition) -> Iterator:
+    def read(self, partition: RangePartition) -> Iterator:  # type: ignore[override]  # Spark hands back our own partitions
         return read_range(self.opts, partition)
 
     def commit(self, end: dict) -> None:

@@ -169,7 +169,8 @@ def main(argv: list[str] | None = None) -> int:
 
             def pg_count(table: str) -> int:
                 try:
-                    return pg.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]
+                    row = pg.execute(f'SELECT count(*) FROM "{table}"').fetchone()
+                    return row[0] if row else 0
                 except psycopg.Error:
                     return 0
 

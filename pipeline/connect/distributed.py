@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 class DistributedHerder(AbstractHerder):
     def __init__(self, wc: WorkerConfig) -> None:
         super().__init__(wc, KafkaOffsetBackingStore(wc))
-        self.status = KafkaStatusBackingStore(wc)
+        self.status: KafkaStatusBackingStore = KafkaStatusBackingStore(wc)
         self.config_store = KafkaConfigBackingStore(wc, self._on_config_change)
         self.member: WorkerCoordinator | None = None
         self.cv = threading.Condition()

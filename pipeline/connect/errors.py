@@ -69,7 +69,11 @@ class DeadLetterQueueReporter:
                     "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))]
             headers += [(k, v.encode("utf-8")) for k, v in ctx]
         self.producer.send(self.cc.dlq_topic, value=raw.value, key=raw.key, headers=headers,
-                           callback=lambda md, err: err is not None and self.errors.append(err))
+                           callback=self._on_dlq_ack)
+
+    def _on_dlq_ack(self, _metadata: Any, err: Exception | None) -> None:
+        if err is not None:
+            self.errors.append(err)
 
     def flush(self) -> None:
         self.producer.flush(30)

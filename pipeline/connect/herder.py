@@ -201,6 +201,7 @@ class StandaloneHerder(AbstractHerder):
     """Everything on this worker; configs live in memory (given on the command line or via REST)."""
 
     def __init__(self, wc: WorkerConfig) -> None:
+        assert wc.offset_file is not None  # WorkerConfig requires it of a standalone worker
         super().__init__(wc, FileOffsetBackingStore(wc.offset_file))
 
     def start(self) -> None:

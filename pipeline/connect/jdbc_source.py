@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import time
-from typing import Any
+from typing import Any, Mapping
 
 from .api import ConfigDef, ConfigException, SourceConnector, SourceRecord, SourceTask
 from .jdbc_dialect import Dialect, dialect_for, ms_to_dt, parse_ts
@@ -43,7 +43,7 @@ class JdbcSourceConnector(SourceConnector):
                 .define("timestamp.delay.interval.ms", "long", 0)
                 .define("topic.prefix", required=True))
 
-    def validate(self, props: dict[str, str]) -> dict[str, list[str]]:
+    def validate(self, props: Mapping[str, str]) -> dict[str, list[str]]:
         errors = super().validate(props)
         mode = props.get("mode")
         if mode in ("incrementing", "timestamp+incrementing") and not props.get("incrementing.column.name"):

@@ -280,5 +280,5 @@ VARIANTS: dict[str, type] = {}
 for _cls in (InsertField, ReplaceField, ExtractField):
     VARIANTS[f"{_cls.__name__}$Key"] = _variant(_cls, True)
     VARIANTS[f"{_cls.__name__}$Value"] = _variant(_cls, False)
-for _cls in (RegexRouter, TimestampRouter, ValueToKey):
-    VARIANTS[_cls.__name__] = _cls
+for _router in (RegexRouter, TimestampRouter, ValueToKey):
+    VARIANTS[_router.__name__] = _router

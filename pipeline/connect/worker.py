@@ -9,6 +9,7 @@ starting a running one is refused, ``stop_task`` waits (up to
 """
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import traceback
@@ -55,8 +56,8 @@ class Worker:
             try:
                 connector: Connector = resolve("connector", cc.connector_class)()
                 connector.initialize(ConnectorContext(
-                    lambda n=cc.name: self.listener.request_task_reconfiguration(n),
-                    lambda exc, n=cc.name: self.listener.on_connector_state(n, FAILED, trace_of(exc))))
+                    functools.partial(self.listener.request_task_reconfiguration, cc.name),
+                    functools.partial(self._connector_failed, cc.name)))
                 connector.start(dict(props))
             except Exception as exc:
                 log.error("failed to start connector %s", cc.name, exc_info=True)
@@ -65,6 +66,9 @@ class Worker:
             self.connectors[cc.name] = (connector, cc)
         self.listener.on_connector_state(cc.name, PAUSED if target_state == PAUSED else RUNNING, None)
         return True
+
+    def _connector_failed(self, name: str, exc: BaseException) -> None:
+        self.listener.on_connector_state(name, FAILED, trace_of(exc))
 
     def connector_task_configs(self, name: str) -> list[dict[str, str]]:
         """Task configs from the running connector, with ``task.class`` (and ``topics`` for sinks) added."""

@@ -10,6 +10,7 @@ goes to FAILED with its trace and stops; a paused task neither polls nor puts.
 """
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -144,7 +145,7 @@ class WorkerSourceTask(WorkerTask):
 
     def _transform(self, record: SourceRecord) -> Any:
         for alias, t in self.transforms:
-            record = self.ops.execute(TRANSFORMATION, type(t).__name__, lambda r=record, t=t: t.apply(r))
+            record = self.ops.execute(TRANSFORMATION, type(t).__name__, functools.partial(t.apply, record))
             if record is None or record is SKIPPED:
                 return None
         return record
@@ -299,7 +300,7 @@ class WorkerSinkTask(WorkerTask):
         for tp in tps:
             self.current.pop(tp, None)
         try:
-            self.task.open([tuple(tp) for tp in tps])
+            self.task.open([(tp.topic, tp.partition) for tp in tps])
         except Exception as exc:
             self.callback_error = exc
 
@@ -307,7 +308,7 @@ class WorkerSinkTask(WorkerTask):
         try:
             self.commit_offsets(only=set(tps))
             assert self.task is not None
-            self.task.close([tuple(tp) for tp in tps])
+            self.task.close([(tp.topic, tp.partition) for tp in tps])
         except Exception as exc:
             self.callback_error = exc
         for tp in tps:
@@ -317,7 +318,7 @@ class WorkerSinkTask(WorkerTask):
     def on_lost(self, tps: list[TopicPartition]) -> None:
         try:
             assert self.task is not None
-            self.task.close([tuple(tp) for tp in tps])
+            self.task.close([(tp.topic, tp.partition) for tp in tps])
         except Exception as exc:
             self.callback_error = exc
         for tp in tps:
@@ -396,7 +397,7 @@ class WorkerSinkTask(WorkerTask):
                 rec: Any = SinkRecord(raw.topic, raw.partition, ks[0], ks[1], vs[0], vs[1], raw.timestamp,
                                       list(raw.headers or []), raw.offset, raw.timestamp_type)
                 for alias, t in self.transforms:
-                    rec = ops.execute(TRANSFORMATION, type(t).__name__, lambda r=rec, t=t: t.apply(r), raw)
+                    rec = ops.execute(TRANSFORMATION, type(t).__name__, functools.partial(t.apply, rec), raw)
                     if rec is None or rec is SKIPPED:
                         break
                 if rec is not None and rec is not SKIPPED:
