@@ -6,7 +6,8 @@ broker fault in sequence — each inner test checks what a user would (leaders, 
 registrations, clients still producing) and leaves its fault for the next test's repair where
 that is the point — and one ``kafka_cluster_factory`` cluster (2 brokers, 3 ZooKeeper nodes,
 tmpfs log dirs) takes the ZooKeeper and disk faults. A third, 1-broker cluster is started by a
-pytest run that is then SIGKILLed, to show the next session ending its processes.
+pytest run that is then SIGKILLed, to show the next session ending its processes, and a
+``pytest -n 2`` run (pytest-xdist) starts one 1-broker cluster per worker.
 """
 from __future__ import annotations
 
