@@ -14,7 +14,8 @@ Fixtures:
 - ``register_brokers`` (function): ``register_brokers([1, 2, 3])`` writes fake
   ephemeral /brokers/ids/<id> znodes (v5 JSON) through ``zk``.
 - ``cluster_factory`` (function): ``cluster_factory(brokers=3, zookeepers=1,
-  overrides={...}, extra_listeners={id: [...]})`` -> a started ``LocalCluster`` with its OWN ensemble (1 node
+  overrides={...}, extra_listeners={id: [...]})`` -> a started ``LocalCluster`` (an
+  ``odradek.testing.ObservedCluster``: the plugin's observers) with its OWN ensemble (1 node
   by default for speed; pass zookeepers=3 for ZooKeeper fault tests). All are
   stopped at teardown; on failure the tail of every broker log is printed. A thin wrapper
   over the odradek pytest plugin's cluster pool (its ``kafka_cluster``, ``kafka_topic``, ...
@@ -141,15 +142,16 @@ def register_brokers(zk) -> Callable[[list[int]], None]:
 def cluster_factory(_kafka_cluster_pool, request: pytest.FixtureRequest):
     """A thin wrapper over the odradek pytest plugin's cluster pool (odradek.testing.plugin: dirs
     under pytest's tmp path per xdist worker, processes ended by PID, also after a crashed run),
-    serving plain LocalClusters: Kafka's defaults, no proxies."""
-    from odradek.zk.cluster import LocalCluster
+    serving LocalClusters with the plugin's observers (odradek.testing.ObservedCluster: leader,
+    isr, controller, live_brokers, ...): Kafka's defaults, no proxies."""
+    from odradek.testing.observers import ObservedCluster
     from odradek.zk.ensemble import log_tail
-    clusters: list[LocalCluster] = []
+    clusters: list[ObservedCluster] = []
 
     def make(brokers: int = 1, zookeepers: int = 1, overrides: dict[str, object] | None = None,
-             startup_timeout: float = 90.0, extra_listeners: dict[int, list[str]] | None = None) -> LocalCluster:
-        cluster = LocalCluster(_kafka_cluster_pool.new_dir("cluster"), zookeepers=zookeepers, brokers=brokers,
-                               overrides=overrides, startup_timeout=startup_timeout, extra_listeners=extra_listeners)
+             startup_timeout: float = 90.0, extra_listeners: dict[int, list[str]] | None = None) -> ObservedCluster:
+        cluster = ObservedCluster(_kafka_cluster_pool.new_dir("cluster"), zookeepers=zookeepers, brokers=brokers,
+                                  overrides=overrides, startup_timeout=startup_timeout, extra_listeners=extra_listeners)
         clusters.append(cluster)
         return _kafka_cluster_pool.launch(cluster)
 

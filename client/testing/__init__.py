@@ -21,8 +21,11 @@ def __getattr__(name: str) -> object:
     if name == "KafkaCluster":  # imports the cluster machinery only when asked for
         from .cluster import KafkaCluster
         return KafkaCluster
+    if name == "ObservedCluster":
+        from .observers import ObservedCluster
+        return ObservedCluster
     raise AttributeError(name)
 
 
 __all__ = ["create_topic", "scrape", "scrape_all", "wait_until", "wait_through_faults", "DeliveryLedger", "Delivered", "assert_no_loss",
-           "loss_report", "FaultUnavailable", "KafkaCluster"]
+           "loss_report", "FaultUnavailable", "KafkaCluster", "ObservedCluster"]

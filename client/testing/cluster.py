@@ -11,14 +11,14 @@ directly), so a test can cut or slow them; the proxies listen on 127.0.0.1 only.
 """
 from __future__ import annotations
 
-import json
 import os
 import signal
 from typing import Any
 
-from odradek.zk.cluster import HOST, BrokerProcess, LocalCluster
+from odradek.zk.cluster import HOST, BrokerProcess
 from odradek.zk.ensemble import free_ports
 
+from .observers import ObservedCluster
 from .proxy import Proxy, ProxyLayer
 from .tmpfs import FaultUnavailable, TmpfsMount
 from .waits import wait_through_faults
@@ -30,8 +30,9 @@ TEST_DEFAULTS: dict[str, object] = {
 }
 
 
-class KafkaCluster(LocalCluster):
-    """``LocalCluster(data_dir, zookeepers, brokers, overrides=...)`` with faults and observers.
+class KafkaCluster(ObservedCluster):
+    """``LocalCluster(data_dir, zookeepers, brokers, overrides=...)`` with faults, and the
+    observers of ``ObservedCluster``.
 
     ``disk`` (e.g. "16m"): every broker's log dir is a tmpfs of that size, so ``full_disk``
     works (needs root: ``FaultUnavailable`` otherwise). ``timeout``: how long a fault waits
@@ -114,58 +115,6 @@ class KafkaCluster(LocalCluster):
         for mount in self._mounts.values():
             mount.unmount()
         self._mounts.clear()
-
-    # ------------------------------------------------------------ observers
-    def _state(self, topic: str, partition: int) -> dict:
-        data, _ = self.zk.get(f"/brokers/topics/{topic}/partitions/{partition}/state")
-        return json.loads(data)
-
-    def leader(self, topic: str, partition: int) -> int | None:
-        """The partition's leader as the controller recorded it in ZooKeeper (None: no leader)."""
-        leader = self._state(topic, partition)["leader"]
-        return None if leader < 0 else leader
-
-    def isr(self, topic: str, partition: int) -> list[int]:
-        return sorted(self._state(topic, partition)["isr"])
-
-    def replicas(self, topic: str, partition: int) -> list[int]:
-        data, _ = self.zk.get(f"/brokers/topics/{topic}")
-        return list(json.loads(data)["partitions"][str(partition)])
-
-    def controller(self) -> int | None:
-        """The broker id holding /controller, or None while there is none."""
-        from kazoo.exceptions import NoNodeError
-        try:
-            data, _ = self.zk.get("/controller")
-        except NoNodeError:
-            return None
-        return json.loads(data)["brokerid"]
-
-    def live_brokers(self) -> set[int]:
-        return {int(c) for c in self.zk.get_children("/brokers/ids")}
-
-    def partitions(self) -> list[tuple[str, int]]:
-        """Every (topic, partition) that has a state znode."""
-        out = []
-        for topic in self.zk.get_children("/brokers/topics"):
-            if self.zk.exists(f"/brokers/topics/{topic}/partitions"):
-                out += [(topic, int(p)) for p in self.zk.get_children(f"/brokers/topics/{topic}/partitions")]
-        return sorted(out)
-
-    def under_replicated(self) -> list[tuple[str, int]]:
-        """The partitions whose ISR is smaller than their replica set."""
-        return [(t, p) for t, p in self.partitions() if len(self.isr(t, p)) < len(self.replicas(t, p))]
-
-    def led_by(self, broker_id: int) -> list[tuple[str, int]]:
-        return [(t, p) for t, p in self.partitions() if self._state(t, p)["leader"] == broker_id]
-
-    def wait_for_isr(self, topic: str, partition: int, expected: list[int] | None = None,
-                     timeout: float | None = None) -> list[int]:
-        """Wait until the ISR is ``expected`` (default: the whole replica set); the ISR."""
-        want = sorted(expected if expected is not None else self.replicas(topic, partition))
-        wait_through_faults(lambda: self.isr(topic, partition) == want, timeout or self.timeout,
-                   f"ISR of {topic}-{partition} to be {want}")
-        return want
 
     # ------------------------------------------------------------ waits
     def _wait_gone(self, broker_id: int, why: str) -> None:

@@ -6,7 +6,7 @@ bootstrapping from any of them can produce at once; a creation error propagates 
 """
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, Sequence
 
 from odradek.client import AdminClient, KafkaError, NewTopic, TopicPartition
 from odradek.client.connection import BrokerConnection
@@ -17,11 +17,16 @@ from .waits import wait_until
 
 def create_topic(bootstrap_servers: str, name: str, partitions: int = 1, replication_factor: int = 1,
                  configs: Mapping[str, str] | None = None, *, brokers: Iterable[str] | None = None,
+                 assignment: Mapping[int, Sequence[int]] | None = None,
                  timeout: float = 60.0) -> list[TopicPartition]:
     """Create ``name`` and wait until each of ``brokers`` ("host:port", default: the bootstrap
-    list) has a leader for every partition; its partitions, in order."""
+    list) has a leader for every partition; its partitions, in order. ``assignment`` (partition
+    -> broker ids, the first the preferred leader) places the replicas instead of
+    ``partitions`` and ``replication_factor``."""
+    partitions = len(assignment) if assignment is not None else partitions
     with AdminClient(bootstrap_servers=bootstrap_servers) as admin:
-        admin.create_topics([NewTopic(name, partitions, replication_factor, topic_configs=dict(configs or {}))])
+        admin.create_topics([NewTopic(name, partitions, replication_factor, topic_configs=dict(configs or {}),
+                                      replica_assignments=assignment)])
     addresses = list(brokers) if brokers is not None else bootstrap_servers.split(",")
     for address in addresses:
         wait_until(lambda: _has_leaders(address, name, partitions), timeout,

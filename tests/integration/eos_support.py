@@ -33,26 +33,16 @@ EOS_OVERRIDES = {
 
 Seen = dict[int, list[tuple[int, bytes | None, bytes]]]  # partition -> [(offset, key, value)]
 
-__all__ = ["EOS_OVERRIDES", "END", "Loops", "Seen", "create_topic", "full_isr", "leader_of", "part_state",
-           "read_until_end", "txn_coordinator", "wait_until", "write_end_markers", "live_ports", "request",
+__all__ = ["EOS_OVERRIDES", "END", "Loops", "Seen", "create_topic", "full_isr", "read_until_end", "txn_coordinator",
+           "wait_until", "write_end_markers", "live_ports", "request",
            "find_coordinator"]
 
 
 # ------------------------------------------------------------------ topics and leaders
 
-def part_state(cluster, topic: str, p: int) -> dict:
-    data, _ = cluster.zk.get(f"/brokers/topics/{topic}/partitions/{p}/state")
-    return json.loads(data)
-
-
-def leader_of(cluster, topic: str, p: int) -> int:
-    return part_state(cluster, topic, p)["leader"]
-
-
 def full_isr(cluster, topic: str, partitions: int) -> bool:
     try:
-        return all(sorted(part_state(cluster, topic, p)["isr"]) == sorted(cluster.brokers)
-                   for p in range(partitions))
+        return all(cluster.isr(topic, p) == sorted(cluster.brokers) for p in range(partitions))
     except Exception:  # noqa: BLE001 - state znode not written yet
         return False
 

@@ -14,10 +14,6 @@ from odradek.zk import znodes as zn
 ASSIGN = [[1, 2, 3], [2, 3, 1], [3, 1, 2], [1, 3, 2], [2, 1, 3], [3, 2, 1]]
 
 
-def controller_id(c) -> int:
-    return zn.ControllerZNode.decode(c.zk.get(zn.ControllerZNode.path)[0])
-
-
 def partition_dir(c, broker_id: int, topic: str, p: int) -> Path:
     return c.brokers[broker_id].dir / "logs" / f"{topic}-{p}"
 
@@ -45,10 +41,10 @@ def test_sigterm_moves_every_leadership_away_first(cluster_factory):
     c = cluster_factory(brokers=3, overrides={"auto.leader.rebalance.enable": "false", **STABLE})
     wait_all_brokers_known(c)
     create_topic(c, "cs", ASSIGN)
-    ctl = controller_id(c)
+    ctl = c.controller()
     follower = next(b for b in (1, 2, 3) if b != ctl)
     sigterm_and_check(c, follower, "cs", {1, 2, 3} - {follower})     # asks the controller remotely
-    ctl = wait_for(lambda: controller_id(c), what="a controller")
+    ctl = wait_for(c.controller, what="a controller")
     sigterm_and_check(c, ctl, "cs", {1, 2, 3} - {follower, ctl})    # the controller moves its own
     last = ({1, 2, 3} - {follower, ctl}).pop()
     assert all(s["leader"] == last for s in states(c.zk, "cs", len(ASSIGN)).values())

@@ -20,7 +20,7 @@ import threading
 import time
 from collections import Counter, defaultdict
 
-from eos_support import create_topic, full_isr, leader_of, read_until_end, wait_until, write_end_markers
+from eos_support import create_topic, full_isr, read_until_end, wait_until, write_end_markers
 
 TOPIC = "eos-idempotent"
 PARTITIONS = 3
@@ -178,9 +178,9 @@ def test_idempotent_producers_survive_leader_kill(cluster_factory):
     try:
         wait_acked_everywhere(producers, "startup")
         for round_ in range(1, ROUNDS + 1):
-            victim = leader_of(cluster, TOPIC, 0)
+            victim = cluster.leader(TOPIC, 0)
             cluster.kill_broker(victim)
-            wait_until(lambda: leader_of(cluster, TOPIC, 0) not in (-1, victim), 90,
+            wait_until(lambda: cluster.leader(TOPIC, 0) not in (None, victim), 90,
                        f"round {round_}: a new leader of partition 0 after kill -9 of broker {victim}")
             wait_acked_everywhere(producers, f"round {round_}: after kill -9 of broker {victim}")
             cluster.start_broker(victim)

@@ -43,8 +43,8 @@ from collections import Counter
 
 import pytest
 
-from eos_support import (EOS_OVERRIDES, Loops, create_topic, find_coordinator, full_isr, leader_of, part_state,
-                         read_until_end, txn_coordinator, wait_until, write_end_markers)
+from eos_support import (EOS_OVERRIDES, Loops, create_topic, find_coordinator, full_isr, read_until_end,
+                         txn_coordinator, wait_until, write_end_markers)
 from groups_support import committed, produce, wait_for_coordinator
 from odradek_test_support import _failed
 
@@ -56,9 +56,9 @@ SEED = int(os.environ.get("EOS_TEST_SEED", random.SystemRandom().randrange(1 << 
 
 @pytest.fixture(scope="module")
 def shared_cluster(tmp_path_factory):
-    from odradek.zk.cluster import LocalCluster
-    c = LocalCluster(tmp_path_factory.mktemp("eos-txn-cluster"), zookeepers=3, brokers=3,
-                     overrides=EOS_OVERRIDES)
+    from odradek.testing import ObservedCluster
+    c = ObservedCluster(tmp_path_factory.mktemp("eos-txn-cluster"), zookeepers=3, brokers=3,
+                        overrides=EOS_OVERRIDES)
     c.start()
     try:
         yield c
@@ -93,7 +93,7 @@ def all_replicas_in_sync(cluster) -> bool:
         data, _ = cluster.zk.get(f"/brokers/topics/{topic}")
         for p, replicas in json.loads(data)["partitions"].items():
             try:
-                isr = part_state(cluster, topic, int(p))["isr"]
+                isr = cluster.isr(topic, int(p))
             except Exception:  # noqa: BLE001 - state not written yet
                 return False
             if sorted(isr) != sorted(replicas):
@@ -550,13 +550,11 @@ LEAD_CASES = [("confluent-kafka", "mid_commit"), ("confluent-kafka", "commit_ret
 def _create_topic_led_by(cluster, topic: str, leader: int, follower_led: int) -> None:
     """Two partitions, RF 3, min.insync.replicas=2: ``leader`` is partition 0's preferred (so first)
     leader, ``follower_led`` partition 1's; waits for those leaders and a full ISR."""
-    from odradek.client import AdminClient, NewTopic
+    from odradek import testing
     rest = [b for b in sorted(cluster.brokers) if b not in (leader, follower_led)]
     assignment = {0: [leader, follower_led, *rest], 1: [follower_led, *rest, leader]}
-    with AdminClient(bootstrap_servers=cluster.bootstrap_servers) as admin:
-        admin.create_topics([NewTopic(topic, replica_assignments=assignment,
-                                      topic_configs={"min.insync.replicas": "2"})])
-    wait_until(lambda: full_isr(cluster, topic, 2) and [leader_of(cluster, topic, p) for p in (0, 1)]
+    testing.create_topic(cluster.bootstrap_servers, topic, configs={"min.insync.replicas": "2"}, assignment=assignment)
+    wait_until(lambda: full_isr(cluster, topic, 2) and [cluster.leader(topic, p) for p in (0, 1)]
                == [leader, follower_led], 90, f"{topic}: leaders {leader}, {follower_led} and a full ISR")
 
 
@@ -668,7 +666,7 @@ def test_commit_completes_when_coordinator_and_output_leader_is_killed(cluster, 
             cluster.kill_broker(victim)
             killed_at = time.monotonic()
         killed = True
-        wait_until(lambda: leader_of(cluster, out_topic, 0) not in (victim, -1), FAILOVER_BOUND_S,
+        wait_until(lambda: cluster.leader(out_topic, 0) not in (victim, None), FAILOVER_BOUND_S,
                    f"a new leader for {out_topic}-0 {ctx}")
         timings["election"] = time.monotonic() - killed_at
         if kill_point == "mid_commit":

@@ -19,7 +19,6 @@ with a log identical to the new leader's.
 """
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -34,8 +33,7 @@ from odradek.protocol.apis import produce as produce_api
 from odradek.protocol.header import decode_response, encode_request
 from odradek.protocol.record_batch import iter_headers
 from odradek.protocol.records import BatchBuilder
-from odradek.zk.admin import AdminZkClient
-from odradek import testing
+from odradek.testing import create_topic, wait_through_faults
 from odradek.testing.secure_cluster import SecuredListeners
 
 SESSION_TIMEOUT_MS = 6000
@@ -43,26 +41,6 @@ NOT_LEADER_OR_FOLLOWER = 6
 
 
 # ------------------------------------------------------------------ helpers
-
-def wait_until(cond, timeout=90.0, what="condition", interval=0.1):
-    return testing.wait_through_faults(cond, timeout, what, interval=interval)
-
-
-def part_state(cluster, topic: str, p: int) -> dict:
-    data, _ = cluster.zk.get(f"/brokers/topics/{topic}/partitions/{p}/state")
-    return json.loads(data)
-
-
-def live_brokers(cluster) -> set[int]:
-    return {int(c) for c in cluster.zk.get_children("/brokers/ids")}
-
-
-def controller_id(cluster) -> int | None:
-    if not cluster.zk.exists("/controller"):
-        return None
-    data, _ = cluster.zk.get("/controller")
-    return json.loads(data)["brokerid"]
-
 
 def port_of(cluster, broker_id: int) -> int:
     return int(cluster.broker_address(broker_id).rsplit(":", 1)[1])
@@ -270,36 +248,35 @@ def cluster(cluster_factory, request, tmp_path):
     return cluster_factory(brokers=3, zookeepers=3, overrides=overrides, extra_listeners=extra)
 
 
-def create_topic(cluster, topic: str, partitions: int) -> None:
-    AdminZkClient(cluster.zk).create_topic(topic, partitions, 3, {"min.insync.replicas": "2"})
-    wait_until(lambda: all(cluster.zk.exists(f"/brokers/topics/{topic}/partitions/{p}/state")
-                           and sorted(part_state(cluster, topic, p)["isr"]) == [1, 2, 3]
-                           for p in range(partitions)), what="topic partitions online")
+def create_writable_topic(cluster, topic: str, partitions: int) -> None:
+    """RF 3, min.insync.replicas 2, every replica in the ISR, every leader accepting acks=all."""
+    create_topic(cluster.bootstrap_servers, topic, partitions, 3, {"min.insync.replicas": "2"})
+    wait_through_faults(lambda: full_isr(cluster, topic, partitions), what="topic partitions online")
     # every leader has applied its LeaderAndIsr once it accepts an acks=all produce
     for p in range(partitions):
-        wait_until(lambda p=p: raw_produce(port_of(cluster, part_state(cluster, topic, p)["leader"]),
-                                           topic, p, -1, [b"probe"])[0] == 0, what=f"partition {p} writable")
+        wait_through_faults(lambda p=p: raw_produce(port_of(cluster, cluster.leader(topic, p)),
+                                                    topic, p, -1, [b"probe"])[0] == 0, what=f"partition {p} writable")
 
 
 def all_leaders_live(cluster, topic: str, partitions: int, exclude: int | None = None) -> bool:
-    live = live_brokers(cluster)
+    live = cluster.live_brokers()
     for p in range(partitions):
-        leader = part_state(cluster, topic, p)["leader"]
+        leader = cluster.leader(topic, p)
         if leader not in live or leader == exclude:
             return False
     return True
 
 
 def full_isr(cluster, topic: str, partitions: int) -> bool:
-    return all(sorted(part_state(cluster, topic, p)["isr"]) == [1, 2, 3] for p in range(partitions))
+    return all(cluster.isr(topic, p) == [1, 2, 3] for p in range(partitions))
 
 
 def wait_recovered(cluster, producers, what: str, exclude: int | None = None, timeout: float = 120.0) -> float:
     """Every partition has a live leader (not ``exclude``) and every producer got new acks on
     every partition after this call. Returns the seconds it took."""
     start = time.monotonic()
-    wait_until(lambda: all_leaders_live(cluster, TOPIC, PARTITIONS, exclude), timeout=timeout,
-               what=f"{what}: a live leader for every partition")
+    wait_through_faults(lambda: all_leaders_live(cluster, TOPIC, PARTITIONS, exclude), timeout=timeout,
+                        what=f"{what}: a live leader for every partition")
     before = [pr.acked_per_partition() for pr in producers]
 
     def progressed() -> bool:
@@ -308,16 +285,16 @@ def wait_recovered(cluster, producers, what: str, exclude: int | None = None, ti
             if any(now[p] <= b[p] for p in range(PARTITIONS)):
                 return False
         return True
-    wait_until(progressed, timeout=timeout,
-               what=f"{what}: new acks on every partition from every producer "
-                    f"(errors: {[pr.errors[:3] for pr in producers]})")
+    wait_through_faults(progressed, timeout=timeout,
+                        what=f"{what}: new acks on every partition from every producer "
+                             f"(errors: {[pr.errors[:3] for pr in producers]})")
     return time.monotonic() - start
 
 
 def restart_and_rejoin(cluster, broker_id: int) -> None:
     cluster.start_broker(broker_id)
-    wait_until(lambda: full_isr(cluster, TOPIC, PARTITIONS), timeout=120,
-               what=f"broker {broker_id} back in every ISR")
+    wait_through_faults(lambda: full_isr(cluster, TOPIC, PARTITIONS), timeout=120,
+                        what=f"broker {broker_id} back in every ISR")
 
 
 # ------------------------------------------------------------------ verification
@@ -374,7 +351,7 @@ def high_watermarks(cluster, topic: str, partitions: int) -> dict[int, int]:
 
 def wait_in_sync(cluster, topic: str, partitions: int) -> dict[int, int]:
     """Full ISR everywhere, byte-identical replica logs, HW == LEO; returns the HWs."""
-    wait_until(lambda: full_isr(cluster, topic, partitions), timeout=120, what="full ISR everywhere")
+    wait_through_faults(lambda: full_isr(cluster, topic, partitions), timeout=120, what="full ISR everywhere")
 
     def synced():
         hws = high_watermarks(cluster, topic, partitions)
@@ -383,7 +360,7 @@ def wait_in_sync(cluster, topic: str, partitions: int) -> dict[int, int]:
             if not (logs[0] == logs[1] == logs[2]) or log_end_offset(logs[0]) != hws[p]:
                 return None
         return hws
-    return wait_until(synced, timeout=120, what="identical replica logs with HW == LEO")
+    return wait_through_faults(synced, timeout=120, what="identical replica logs with HW == LEO")
 
 
 def verify(cluster, producers, hws: dict[int, int], forbidden: set[bytes]) -> None:
@@ -424,7 +401,7 @@ def verify(cluster, producers, hws: dict[int, int], forbidden: set[bytes]) -> No
 @pytest.mark.parametrize("cluster", ["plaintext", "sasl_ssl"], indirect=True)
 def test_acked_records_survive_broker_controller_and_zookeeper_faults(cluster):
     pytest.importorskip("confluent_kafka")
-    create_topic(cluster, TOPIC, PARTITIONS)
+    create_writable_topic(cluster, TOPIC, PARTITIONS)
     producers = [OdradekProducer(cluster.bootstrap_servers, TOPIC, PARTITIONS).start(),
                  ConfluentProducer(cluster.bootstrap_servers, TOPIC, PARTITIONS).start()]
     forbidden: set[bytes] = set()
@@ -432,33 +409,33 @@ def test_acked_records_survive_broker_controller_and_zookeeper_faults(cluster):
         wait_recovered(cluster, producers, "startup")
 
         # 1. kill -9 the leader of partition 0
-        victim = part_state(cluster, TOPIC, 0)["leader"]
+        victim = cluster.leader(TOPIC, 0)
         cluster.kill_broker(victim)
         wait_recovered(cluster, producers, f"kill -9 of partition 0's leader {victim}", exclude=victim)
         restart_and_rejoin(cluster, victim)
 
         # 2. kill -9 the controller
-        ctl = wait_until(lambda: controller_id(cluster), what="a controller")
+        ctl = wait_through_faults(cluster.controller, what="a controller")
         cluster.kill_broker(ctl)
-        wait_until(lambda: controller_id(cluster) not in (None, ctl), what="a new controller")
+        wait_through_faults(lambda: cluster.controller() not in (None, ctl), what="a new controller")
         wait_recovered(cluster, producers, f"kill -9 of controller {ctl}", exclude=ctl)
         restart_and_rejoin(cluster, ctl)
 
         # 3. stop one ZooKeeper node (the quorum leader: forces a ZooKeeper election), then start it
         zk_leader = next((i for i in cluster.ensemble.nodes if cluster.ensemble.mode(i) == "leader"), 1)
         cluster.ensemble.stop_node(zk_leader)
-        wait_until(lambda: sum(cluster.ensemble.mode(i) in ("leader", "follower")
-                               for i in cluster.ensemble.nodes if i != zk_leader) == 2,
-                   what="the ZooKeeper quorum re-formed")
+        wait_through_faults(lambda: sum(cluster.ensemble.mode(i) in ("leader", "follower")
+                                        for i in cluster.ensemble.nodes if i != zk_leader) == 2,
+                            what="the ZooKeeper quorum re-formed")
         wait_recovered(cluster, producers, f"stop of ZooKeeper node {zk_leader}")
         cluster.ensemble.start_node(zk_leader)
         wait_recovered(cluster, producers, f"restart of ZooKeeper node {zk_leader}")
-        wait_until(lambda: full_isr(cluster, TOPIC, PARTITIONS) and live_brokers(cluster) == {1, 2, 3},
-                   what="all brokers registered and in every ISR after the ZooKeeper fault")
+        wait_through_faults(lambda: full_isr(cluster, TOPIC, PARTITIONS) and cluster.live_brokers() == {1, 2, 3},
+                            what="all brokers registered and in every ISR after the ZooKeeper fault")
 
         # 4. SIGSTOP a partition leader (not the controller if possible) until its session expires
-        ctl = controller_id(cluster)
-        leaders = {p: part_state(cluster, TOPIC, p)["leader"] for p in range(PARTITIONS)}
+        ctl = cluster.controller()
+        leaders = {p: cluster.leader(TOPIC, p) for p in range(PARTITIONS)}
         candidates = sorted(set(leaders.values()) - {ctl}) or sorted(set(leaders.values()))
         frozen = candidates[0]
         led = [p for p, b in leaders.items() if b == frozen]
@@ -469,10 +446,10 @@ def test_acked_records_survive_broker_controller_and_zookeeper_faults(cluster):
         forbidden.add(stale_value)
         stale_sock = None
         try:
-            wait_until(lambda: cluster.zk.exists(f"/brokers/ids/{frozen}") is None, timeout=60,
-                       what=f"broker {frozen}'s session to expire")
-            wait_until(lambda: all(part_state(cluster, TOPIC, p)["leader"] not in (-1, frozen) for p in led),
-                       what=f"leadership of {led} moved off frozen broker {frozen}")
+            wait_through_faults(lambda: frozen not in cluster.live_brokers(), timeout=60,
+                                what=f"broker {frozen}'s session to expire")
+            wait_through_faults(lambda: all(cluster.leader(TOPIC, p) not in (None, frozen) for p in led),
+                                what=f"leadership of {led} moved off frozen broker {frozen}")
             wait_recovered(cluster, producers, f"SIGSTOP of leader {frozen}", exclude=frozen)
             # a write queued to the frozen broker for a partition it no longer leads: the
             # broker reads it when it wakes up, still believing it is the leader
@@ -483,14 +460,14 @@ def test_acked_records_survive_broker_controller_and_zookeeper_faults(cluster):
         code, _ = read_produce_response(stale_sock)
         stale_sock.close()
         assert code != 0, "an acks=all write to a deposed (session-expired) leader was acknowledged"
-        wait_until(lambda: (s := cluster.zk.exists(f"/brokers/ids/{frozen}")) is not None
-                   and s.czxid != stat.czxid, what=f"broker {frozen} re-registered")
+        wait_through_faults(lambda: (s := cluster.zk.exists(f"/brokers/ids/{frozen}")) is not None
+                            and s.czxid != stat.czxid, what=f"broker {frozen} re-registered")
         # it no longer acts as leader for the partitions that moved
-        wait_until(lambda: raw_produce(port_of(cluster, frozen), TOPIC, led[0], -1, [stale_value + b"-2"])[0]
-                   == NOT_LEADER_OR_FOLLOWER, what=f"broker {frozen} refuses writes for partition {led[0]}")
+        wait_through_faults(lambda: raw_produce(port_of(cluster, frozen), TOPIC, led[0], -1, [stale_value + b"-2"])[0]
+                            == NOT_LEADER_OR_FOLLOWER, what=f"broker {frozen} refuses writes for partition {led[0]}")
         forbidden.add(stale_value + b"-2")
-        wait_until(lambda: full_isr(cluster, TOPIC, PARTITIONS), timeout=120,
-                   what=f"broker {frozen} back in every ISR")
+        wait_through_faults(lambda: full_isr(cluster, TOPIC, PARTITIONS), timeout=120,
+                            what=f"broker {frozen} back in every ISR")
         wait_recovered(cluster, producers, "SIGCONT")
     finally:
         for pr in producers:
@@ -505,18 +482,18 @@ def test_acked_records_survive_broker_controller_and_zookeeper_faults(cluster):
 
 def test_restarted_old_leader_truncates_unreplicated_tail(cluster):
     topic = "tail"
-    AdminZkClient(cluster.zk).create_topic(topic, 1, 3, {"min.insync.replicas": "2"})
-    wait_until(lambda: cluster.zk.exists(f"/brokers/topics/{topic}/partitions/0/state")
-               and sorted(part_state(cluster, topic, 0)["isr"]) == [1, 2, 3], what="topic online")
-    leader = part_state(cluster, topic, 0)["leader"]
+    create_topic(cluster.bootstrap_servers, topic, 1, 3, {"min.insync.replicas": "2"})
+    wait_through_faults(lambda: cluster.isr(topic, 0) == [1, 2, 3], what="topic online")
+    leader = cluster.leader(topic, 0)
     followers = [b for b in (1, 2, 3) if b != leader]
     committed = [b"committed-%03d" % i for i in range(20)]
-    wait_until(lambda: raw_produce(port_of(cluster, leader), topic, 0, -1, committed[:1])[0] == 0,
-               what="leader accepts acks=all")
+    wait_through_faults(lambda: raw_produce(port_of(cluster, leader), topic, 0, -1, committed[:1])[0] == 0,
+                        what="leader accepts acks=all")
     for v in committed[1:]:
         assert raw_produce(port_of(cluster, leader), topic, 0, -1, [v]) [0] == 0
     # followers hold everything committed
-    wait_until(lambda: len({log_bytes(cluster, b, topic, 0) for b in (1, 2, 3)}) == 1, what="replicas in sync")
+    wait_through_faults(lambda: len({log_bytes(cluster, b, topic, 0) for b in (1, 2, 3)}) == 1,
+                        what="replicas in sync")
 
     pids = {b: cluster.brokers[b].proc.pid for b in followers}
     tail = [b"unreplicated-%03d" % i for i in range(10)]
@@ -532,19 +509,19 @@ def test_restarted_old_leader_truncates_unreplicated_tail(cluster):
         for pid in pids.values():
             os.kill(pid, signal.SIGCONT)
 
-    new_leader = wait_until(lambda: (s := part_state(cluster, topic, 0))["leader"] in followers and s["leader"],
-                            what="a new leader among the followers")
+    new_leader = wait_through_faults(lambda: (b := cluster.leader(topic, 0)) in followers and b,
+                                     what="a new leader among the followers")
     after = [b"after-%03d" % i for i in range(10)]
-    wait_until(lambda: raw_produce(port_of(cluster, new_leader), topic, 0, -1, after[:1])[0] == 0,
-               what="the new leader accepts acks=all")
+    wait_through_faults(lambda: raw_produce(port_of(cluster, new_leader), topic, 0, -1, after[:1])[0] == 0,
+                        what="the new leader accepts acks=all")
     for v in after[1:]:
         assert raw_produce(port_of(cluster, new_leader), topic, 0, -1, [v])[0] == 0
 
     cluster.start_broker(leader)
-    wait_until(lambda: sorted(part_state(cluster, topic, 0)["isr"]) == [1, 2, 3], what="old leader rejoined the ISR")
-    wait_until(lambda: log_bytes(cluster, leader, topic, 0) == log_bytes(cluster, new_leader, topic, 0)
-               == log_bytes(cluster, [b for b in followers if b != new_leader][0], topic, 0),
-               what="old leader's log equal to the new leader's")
+    wait_through_faults(lambda: cluster.isr(topic, 0) == [1, 2, 3], what="old leader rejoined the ISR")
+    wait_through_faults(lambda: log_bytes(cluster, leader, topic, 0) == log_bytes(cluster, new_leader, topic, 0)
+                        == log_bytes(cluster, [b for b in followers if b != new_leader][0], topic, 0),
+                        what="old leader's log equal to the new leader's")
     data = log_bytes(cluster, leader, topic, 0)
     # A fetch the followers had parked at the leader when they were stopped may still deliver
     # the first tail record(s) into their socket buffers; those were replicated after all.

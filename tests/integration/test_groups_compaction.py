@@ -4,7 +4,6 @@ record without a key is refused (INVALID_RECORD), also by the follower that take
 was created with the topic's config from ZooKeeper, not the broker's ``delete`` default)."""
 from __future__ import annotations
 
-import json
 import signal
 
 import pytest
@@ -61,11 +60,9 @@ def test_compacted_topic_keeps_the_latest_value_per_key(cluster_factory):
     assert dict(state) == latest   # last write per key wins, nothing lost
     print(f"\ncompaction: {total} records -> {len(state)} for {KEYS} keys")
 
-    def leader() -> int:
-        return json.loads(cluster.zk.get(f"/brokers/topics/{topic}/partitions/0/state")[0])["leader"]
-    old = leader()
+    old = cluster.leader(topic, 0)
     cluster.kill_broker(old, sig=signal.SIGTERM)   # controlled shutdown: a follower leads at once
-    wait_until(lambda: leader() not in (old, -1), 60, "a follower to take over")
+    wait_until(lambda: cluster.leader(topic, 0) not in (old, None), 60, "a follower to take over")
     producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, acks="all", retries=5)
     try:
         producer.send(topic, key=b"user-0", value=b"after failover", partition=0).get(timeout=60)

@@ -19,7 +19,6 @@ what a user would check:
 """
 from __future__ import annotations
 
-import json
 import re
 import signal
 import threading
@@ -29,23 +28,17 @@ from pathlib import Path
 
 import pytest
 
-from odradek import testing
+from odradek.testing import ObservedCluster, create_topic, wait_through_faults
 from odradek.testing.tmpfs import FaultUnavailable, TmpfsMount
-from odradek.zk.admin import AdminZkClient
-from odradek.zk.cluster import LocalCluster
 
 TMPFS_SIZE = "16m"
 PAUSE_S = 0.004          # each producer sends at most ~250 records/s
 RECOVERY_S = 30.0        # "within seconds": generous for a loaded CI machine; measured values are printed
 
 
-def wait_until(cond, timeout=90.0, what="condition"):
-    return testing.wait_through_faults(cond, timeout, what)
-
-
 # ------------------------------------------------------------------ the cluster and its filesystems
 
-class LogDirCluster(LocalCluster):
+class LogDirCluster(ObservedCluster):
     """Brokers with their own ``log.dirs``."""
 
     def __init__(self, *args, log_dirs: dict[int, list[Path]], **kwargs):
@@ -92,21 +85,11 @@ def env(tmp_path_factory):
 
 # ------------------------------------------------------------------ helpers
 
-def state(cluster, topic: str, p: int) -> dict:
-    data, _ = cluster.zk.get(f"/brokers/topics/{topic}/partitions/{p}/state")
-    return json.loads(data)
-
-
-def live_brokers(cluster) -> set[int]:
-    return {int(c) for c in cluster.zk.get_children("/brokers/ids")}
-
-
-def create_topic(cluster, topic: str, assignment: dict[int, list[int]]) -> None:
-    AdminZkClient(cluster.zk).create_topic(topic, None, None, {"min.insync.replicas": "2"},
-                                           replica_assignment=assignment)
-    wait_until(lambda: all(cluster.zk.exists(f"/brokers/topics/{topic}/partitions/{p}/state")
-                           and sorted(state(cluster, topic, p)["isr"]) == [1, 2, 3] for p in assignment),
-               what=f"{topic}: every partition online with a full ISR")
+def create_in_sync_topic(cluster, topic: str, assignment: dict[int, list[int]]) -> None:
+    """min.insync.replicas 2, replicas placed by ``assignment``; returns with every ISR full."""
+    create_topic(cluster.bootstrap_servers, topic, configs={"min.insync.replicas": "2"}, assignment=assignment)
+    for p in assignment:
+        cluster.wait_for_isr(topic, p, [1, 2, 3])
 
 
 class Producers:
@@ -191,8 +174,8 @@ class Producers:
             now = self.acks_per_partition()
             return all(now[(name, p)] > before.get((name, p), 0)
                        for name in ("odr", "ck") for p in range(self.partitions))
-        wait_until(progressed, timeout, f"{what}: new acks on every partition from both producers "
-                                        f"(errors: {self.errors[:3]})")
+        wait_through_faults(progressed, timeout, f"{what}: new acks on every partition from both producers "
+                                                 f"(errors: {self.errors[:3]})")
         return time.monotonic() - start
 
     def stop(self) -> None:
@@ -227,21 +210,22 @@ def verify_readable(cluster, topic: str, partitions: int, acked: list[tuple[int,
 def test_when_its_only_log_dir_fills_a_broker_shuts_down_and_producers_move_on(env):
     cluster, _, b3_fs = env
     topic, partitions = "ldf-one", 3
-    create_topic(cluster, topic, {0: [3, 1, 2], 1: [1, 3, 2], 2: [2, 3, 1]})
+    create_in_sync_topic(cluster, topic, {0: [3, 1, 2], 1: [1, 3, 2], 2: [2, 3, 1]})
     producers = Producers(cluster, topic, partitions)
     try:
         producers.wait_progress("before the failure", 60)
         start = time.monotonic()
         b3_fs.fill()
         proc = cluster.brokers[3].proc
-        wait_until(lambda: proc.poll() is not None, 60, "broker 3 to exit after its only log dir filled up")
+        wait_through_faults(lambda: proc.poll() is not None, 60,
+                            "broker 3 to exit after its only log dir filled up")
         exited = time.monotonic() - start
         assert proc.returncode == 1
-        assert 3 not in live_brokers(cluster)
+        assert 3 not in cluster.live_brokers()
         log_text = cluster.brokers[3].log_path.read_text(errors="replace")
         assert "every log dir has failed" in log_text and "broker 3 shut down" in log_text
-        wait_until(lambda: all(state(cluster, topic, p)["leader"] in (1, 2) for p in range(partitions)), 60,
-                   "a live leader for every partition")
+        wait_through_faults(lambda: all(cluster.leader(topic, p) in (1, 2) for p in range(partitions)), 60,
+                            "a live leader for every partition")
         recovered = time.monotonic() - start
         progressed = producers.wait_progress("after broker 3 left", RECOVERY_S)
         print(f"\nonly dir full: broker 3 exited after {exited:.1f} s, leaders moved after {recovered:.1f} s, "
@@ -252,8 +236,8 @@ def test_when_its_only_log_dir_fills_a_broker_shuts_down_and_producers_move_on(e
     # a dir stays offline until restart: with space again, the restarted broker rejoins every ISR
     b3_fs.free()
     cluster.start_broker(3)
-    wait_until(lambda: all(sorted(state(cluster, topic, p)["isr"]) == [1, 2, 3] for p in range(partitions)), 120,
-               "broker 3 back in every ISR after its restart")
+    wait_through_faults(lambda: all(cluster.isr(topic, p) == [1, 2, 3] for p in range(partitions)), 120,
+                        "broker 3 back in every ISR after its restart")
 
 
 def test_when_one_of_two_log_dirs_fills_the_broker_keeps_serving_the_other(env):
@@ -262,7 +246,7 @@ def test_when_one_of_two_log_dirs_fills_the_broker_keeps_serving_the_other(env):
         b3_fs.free()
         cluster.start_broker(3)
     topic, partitions = "ldf-two", 4
-    create_topic(cluster, topic, {p: [2, 1, 3] if p % 2 else [2, 3, 1] for p in range(partitions)})
+    create_in_sync_topic(cluster, topic, {p: [2, 1, 3] if p % 2 else [2, 3, 1] for p in range(partitions)})
     on_tmpfs = {p for p in range(partitions) if (b2_fs.path / f"{topic}-{p}").is_dir()}
     on_disk = {p for p in range(partitions)
                if (cluster.brokers[2].dir / "logs" / f"{topic}-{p}").is_dir()}
@@ -275,19 +259,19 @@ def test_when_one_of_two_log_dirs_fills_the_broker_keeps_serving_the_other(env):
         b2_fs.fill()
 
         def moved() -> bool:
-            return all(state(cluster, topic, p)["leader"] in (1, 3) and 2 not in state(cluster, topic, p)["isr"]
+            return all(cluster.leader(topic, p) in (1, 3) and 2 not in cluster.isr(topic, p)
                        for p in on_tmpfs)
-        wait_until(moved, 60, "leadership of the partitions on the full dir moved off broker 2")
+        wait_through_faults(moved, 60, "leadership of the partitions on the full dir moved off broker 2")
         recovered = time.monotonic() - start
         progressed = producers.wait_progress("after the dir failure", RECOVERY_S)
         print(f"\none dir of two full: leaders moved after {recovered:.1f} s, producers acked on every "
               f"partition {progressed:.1f} s after that")
-        assert cluster.brokers[2].proc.poll() is None and 2 in live_brokers(cluster)
+        assert cluster.brokers[2].proc.poll() is None and 2 in cluster.live_brokers()
         for p in on_disk:   # broker 2 still leads (and follows) what lives in its other dir
-            st = state(cluster, topic, p)
+            st = cluster.partition_state(topic, p)
             assert st["leader"] == 2 and 2 in st["isr"], (p, st)
-        wait_until(lambda: not cluster.zk.get_children("/log_dir_event_notification"), 30,
-                   "the controller to consume the log dir event notification")
+        wait_through_faults(lambda: not cluster.zk.get_children("/log_dir_event_notification"), 30,
+                            "the controller to consume the log dir event notification")
         log_text = cluster.brokers[2].log_path.read_text(errors="replace")
         assert f"log dir {b2_fs.path} is offline" in log_text
         # what an operator sees (DescribeLogDirs, kafka-log-dirs.sh): the full dir offline, the other serving
@@ -307,8 +291,8 @@ def test_when_one_of_two_log_dirs_fills_the_broker_keeps_serving_the_other(env):
     cluster.kill_broker(2, signal.SIGTERM)
     log_size = cluster.brokers[2].log_path.stat().st_size
     cluster.start_broker(2)
-    wait_until(lambda: all(sorted(state(cluster, topic, p)["isr"]) == [1, 2, 3] for p in range(partitions)), 120,
-               "broker 2 back in every ISR after its restart")
+    wait_through_faults(lambda: all(cluster.isr(topic, p) == [1, 2, 3] for p in range(partitions)), 120,
+                        "broker 2 back in every ISR after its restart")
     with open(cluster.brokers[2].log_path, errors="replace") as f:
         f.seek(log_size)
         restart_log = f.read()

@@ -6,7 +6,8 @@ broker fault in sequence — each inner test checks what a user would (leaders, 
 registrations, clients still producing) and leaves its fault for the next test's repair where
 that is the point — and one ``kafka_cluster_factory`` cluster (2 brokers, 3 ZooKeeper nodes,
 tmpfs log dirs) takes the ZooKeeper and disk faults. A third, 1-broker cluster is started by a
-pytest run that is then SIGKILLed, to show the next session ending its processes.
+pytest run that is then SIGKILLed, to show the next session ending its processes, and a
+``pytest -n 2`` run (pytest-xdist) starts one 1-broker cluster per worker.
 """
 from __future__ import annotations
 
@@ -180,3 +181,52 @@ def test_a_killed_run_s_processes_are_ended_by_the_next_session(pytester, tmp_pa
         for pid in pids:  # only if the reaping failed: the processes this test caused, by PID
             if _running(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+XDIST_INNER = '''
+import json, os
+from pathlib import Path
+import pytest
+
+pytestmark = pytest.mark.kafka_cluster(brokers=1, zookeepers=1)
+
+@pytest.mark.parametrize("n", range(4))
+def test_on_a_worker(n, kafka_cluster, kafka_producer, kafka_topic, tmp_path_factory):
+    assert kafka_producer.send(kafka_topic, b"record %d" % n).get(30).offset == 0
+    Path(OUT_DIR, f"{n}.json").write_text(json.dumps({
+        "worker": os.environ["PYTEST_XDIST_WORKER"], "pid": os.getpid(),
+        "bootstrap": kafka_cluster.bootstrap_servers, "zookeeper": kafka_cluster.zookeeper_connect,
+        "data_dir": str(kafka_cluster.data_dir), "basetemp": str(tmp_path_factory.getbasetemp()),
+        "state": kafka_cluster.state()}))   # the processes the plugin recorded (cluster.json)
+'''
+
+
+def test_xdist_workers_each_get_their_own_cluster(pytester, tmp_path):
+    """``pytest -n 2``: each worker starts its own cluster (1 broker, 1 ZooKeeper node) under
+    its own tmp path, every test passes, and every process the plugin recorded is gone after."""
+    import json
+    from pathlib import Path
+
+    from odradek.testing.plugin import _runs_root
+    from odradek.zk.cluster import live_processes
+    out = tmp_path / "records"
+    out.mkdir()
+    pytester.makepyfile(test_xdist=XDIST_INNER.replace("OUT_DIR", repr(str(out))))
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q", "-n", "2", timeout=600)
+    result.assert_outcomes(passed=4)
+    records = [json.loads(f.read_text()) for f in sorted(out.glob("*.json"))]
+    by_worker: dict[str, list[dict]] = {}
+    for record in records:
+        by_worker.setdefault(record["worker"], []).append(record)
+    assert sorted(by_worker) == ["gw0", "gw1"]
+    clusters = {w: {(r["bootstrap"], r["zookeeper"], r["data_dir"]) for r in rs} for w, rs in by_worker.items()}
+    assert all(len(c) == 1 for c in clusters.values())   # one cluster per worker, shared by its tests
+    [(bootstrap0, zk0, dir0)], [(bootstrap1, zk1, dir1)] = clusters["gw0"], clusters["gw1"]
+    assert bootstrap0 != bootstrap1 and zk0 != zk1 and dir0 != dir1
+    for worker, [record, *_] in by_worker.items():
+        assert Path(record["data_dir"]).is_relative_to(record["basetemp"]) and f"-{worker}" in record["data_dir"]
+    leftovers = [p for r in records for p in live_processes(r["state"])]
+    assert leftovers == []   # every broker and ZooKeeper node the plugin recorded was ended
+    registry = _runs_root(Path(records[0]["basetemp"])) / "odradek-cluster-owners"
+    workers = {r["pid"] for r in records}
+    assert [e for e in registry.glob("*.json") if json.loads(e.read_text())["owner_pid"] in workers] == []

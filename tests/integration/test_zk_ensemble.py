@@ -4,23 +4,15 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 
 import pytest
 
+from odradek.testing import wait_until
 from odradek.zk.admin import open_zk
 from odradek.zk.ensemble import ZooKeeperEnsemble, ZooKeeperError, server_mode
 
 # The console script, as users run it (``python -m odradek.zk.cli`` would make cli.py ``__main__``).
 ODRADEK = [os.path.join(os.path.dirname(sys.executable), "odradek")]
-
-
-def _wait_for(cond, timeout=30.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
 
 
 def _alive(pid):
@@ -48,8 +40,8 @@ def test_three_nodes_serve_and_survive_one_node_stopped(tmp_path):
             leader = next(i for i in (1, 2, 3) if ens.mode(i) == "leader")
             ens.stop_node(leader)  # the hardest one: forces a new election
             assert ens.pids[leader] is None
-            _wait_for(lambda: sum(ens.mode(i) == "leader" for i in (1, 2, 3) if i != leader) == 1,
-                      what="a new leader")
+            wait_until(lambda: sum(ens.mode(i) == "leader" for i in (1, 2, 3) if i != leader) == 1, 30,
+                       "a new leader")
             zk.retry(zk.set, "/odradek-test", b"during")
             ens.start_node(leader, timeout=60)
             assert ens.mode(leader) in ("follower", "leader")
@@ -87,7 +79,7 @@ def test_cli_runs_one_node_in_foreground(tmp_path, free_port):
                              "--data-dir", str(data), "--client-port", str(port)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        _wait_for(lambda: server_mode("127.0.0.1", port) == "standalone", 60, "standalone node")
+        wait_until(lambda: server_mode("127.0.0.1", port) == "standalone", 60, "standalone node")
         assert f"clientPort={port}" in (data / "zoo.cfg").read_text()
         assert proc.poll() is None  # the CLI process became the JVM (exec)
     finally:
@@ -101,7 +93,7 @@ def test_cli_runs_one_node_in_foreground(tmp_path, free_port):
     proc = subprocess.Popen([*ODRADEK, "zookeeper", "start", str(data / "zoo.cfg")],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        _wait_for(lambda: server_mode("127.0.0.1", port) == "standalone", 60, "standalone node from zoo.cfg")
+        wait_until(lambda: server_mode("127.0.0.1", port) == "standalone", 60, "standalone node from zoo.cfg")
     finally:
         proc.send_signal(signal.SIGTERM)
         try:

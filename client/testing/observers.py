@@ -1,0 +1,75 @@
+"""``ObservedCluster``: a LocalCluster whose state a test reads as the controller recorded it.
+
+Invariant: every observer only reads ZooKeeper (the registrations under /brokers/ids,
+/controller, the topic and partition state znodes) through the cluster's own kazoo client and
+changes nothing; a partition without a leader reads as None, never as Kafka's -1. The one wait,
+``wait_for_isr``, polls through faults (ZooKeeper and socket errors count as "not yet") for
+``timeout`` seconds. ``KafkaCluster`` (the plugin's, with faults) builds on it; odradek's own
+tests get it from their ``cluster_factory`` (Kafka's defaults, no proxies).
+"""
+from __future__ import annotations
+
+import json
+
+from odradek.zk.cluster import LocalCluster
+
+from .waits import wait_through_faults
+
+
+class ObservedCluster(LocalCluster):
+    """A LocalCluster with observers: ``leader``, ``isr``, ``replicas``, ``controller``,
+    ``live_brokers``, ``partitions``, ``under_replicated``, ``led_by``, ``wait_for_isr``."""
+
+    timeout: float = 90.0   # how long a wait on the cluster's state lasts
+
+    def partition_state(self, topic: str, partition: int) -> dict:
+        """The partition's state znode: leader, leader_epoch, isr, controller_epoch."""
+        data, _ = self.zk.get(f"/brokers/topics/{topic}/partitions/{partition}/state")
+        return json.loads(data)
+
+    def leader(self, topic: str, partition: int) -> int | None:
+        """The partition's leader as the controller recorded it in ZooKeeper (None: no leader)."""
+        leader = self.partition_state(topic, partition)["leader"]
+        return None if leader < 0 else leader
+
+    def isr(self, topic: str, partition: int) -> list[int]:
+        return sorted(self.partition_state(topic, partition)["isr"])
+
+    def replicas(self, topic: str, partition: int) -> list[int]:
+        data, _ = self.zk.get(f"/brokers/topics/{topic}")
+        return list(json.loads(data)["partitions"][str(partition)])
+
+    def controller(self) -> int | None:
+        """The broker id holding /controller, or None while there is none."""
+        from kazoo.exceptions import NoNodeError
+        try:
+            data, _ = self.zk.get("/controller")
+        except NoNodeError:
+            return None
+        return json.loads(data)["brokerid"]
+
+    def live_brokers(self) -> set[int]:
+        return {int(c) for c in self.zk.get_children("/brokers/ids")}
+
+    def partitions(self) -> list[tuple[str, int]]:
+        """Every (topic, partition) that has a state znode."""
+        out = []
+        for topic in self.zk.get_children("/brokers/topics"):
+            if self.zk.exists(f"/brokers/topics/{topic}/partitions"):
+                out += [(topic, int(p)) for p in self.zk.get_children(f"/brokers/topics/{topic}/partitions")]
+        return sorted(out)
+
+    def under_replicated(self) -> list[tuple[str, int]]:
+        """The partitions whose ISR is smaller than their replica set."""
+        return [(t, p) for t, p in self.partitions() if len(self.isr(t, p)) < len(self.replicas(t, p))]
+
+    def led_by(self, broker_id: int) -> list[tuple[str, int]]:
+        return [(t, p) for t, p in self.partitions() if self.partition_state(t, p)["leader"] == broker_id]
+
+    def wait_for_isr(self, topic: str, partition: int, expected: list[int] | None = None,
+                     timeout: float | None = None) -> list[int]:
+        """Wait until the ISR is ``expected`` (default: the whole replica set); the ISR."""
+        want = sorted(expected if expected is not None else self.replicas(topic, partition))
+        wait_through_faults(lambda: self.isr(topic, partition) == want, timeout or self.timeout,
+                            f"ISR of {topic}-{partition} to be {want}")
+        return want
