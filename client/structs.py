@@ -5,7 +5,7 @@ they can be hashed, compared and pickled (the Spark source ships them).
 """
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Sequence
+from typing import Any, Mapping, NamedTuple, Sequence
 
 from odradek.protocol.errors import ErrorCode, KafkaError
 
@@ -72,7 +72,7 @@ class NewTopic:
 
     def __init__(self, name: str, num_partitions: int = -1, replication_factor: int = -1,
                  topic_configs: dict[str, str] | None = None,
-                 replica_assignments: dict[int, Sequence[int]] | None = None) -> None:
+                 replica_assignments: Mapping[int, Sequence[int]] | None = None) -> None:
         self.name = name
         self.num_partitions = num_partitions
         self.replication_factor = replication_factor

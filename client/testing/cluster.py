@@ -144,6 +144,7 @@ class KafkaCluster(ObservedCluster):
     def kill_controller(self) -> int:
         """SIGKILL the controller; returns its id once another broker is controller."""
         old = wait_through_faults(self.controller, self.timeout, "a controller")
+        assert old is not None  # wait_through_faults returns the condition's first truthy value
         self.kill(old)
         wait_through_faults(lambda: self.controller() not in (None, old), self.timeout, "a new controller")
         return old

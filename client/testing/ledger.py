@@ -99,7 +99,7 @@ def loss_report(produced_acks: Iterable[Any], consumed: Iterable[Any], *,
     ident = lambda r: (r.topic, r.partition, r.key, r.value)  # noqa: E731
     want, have = Counter(map(ident, acked)), Counter(map(ident, got))
     by_tp: dict[tuple[str, int], list[str]] = defaultdict(list)
-    first_offset = {}
+    first_offset: dict[tuple[Any, ...], Any] = {}
     for r in acked:
         first_offset.setdefault(ident(r), r)
     for k, n in want.items():
