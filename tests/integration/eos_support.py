@@ -34,6 +34,7 @@ EOS_OVERRIDES = {
 Seen = dict[int, list[tuple[int, bytes | None, bytes]]]  # partition -> [(offset, key, value)]
 
 __all__ = ["EOS_OVERRIDES", "END", "Loops", "Seen", "create_topic", "full_isr", "read_until_end", "txn_coordinator",
+           "txn_coordinator_everywhere",
            "wait_until", "write_end_markers", "live_ports", "request",
            "find_coordinator"]
 
@@ -63,6 +64,17 @@ def txn_coordinator(cluster, transactional_id: str) -> int | None:
         if resp is not None and resp.error_code == 0:
             return resp.node_id
     return None
+
+
+def txn_coordinator_everywhere(cluster, transactional_id: str) -> int | None:
+    """The broker id every live broker names as ``transactional_id``'s coordinator (None: one
+    has none yet, or they differ: a broker's metadata cache can trail ZooKeeper's leaders)."""
+    from odradek.protocol.apis import find_coordinator as fc
+    named = set()
+    for port in live_ports(cluster):
+        resp = request(port, fc, 2, {"key": transactional_id, "key_type": 1})
+        named.add(resp.node_id if resp is not None and resp.error_code == 0 else None)
+    return named.pop() if len(named) == 1 else None
 
 
 def write_end_markers(bootstrap: str, topic: str, partitions: int) -> None:

@@ -44,7 +44,7 @@ from collections import Counter
 import pytest
 
 from eos_support import (EOS_OVERRIDES, Loops, create_topic, find_coordinator, full_isr, read_until_end,
-                         txn_coordinator, wait_until, write_end_markers)
+                         txn_coordinator, txn_coordinator_everywhere, wait_until, write_end_markers)
 from groups_support import committed, produce, wait_for_coordinator
 from odradek_test_support import _failed
 
@@ -419,7 +419,7 @@ def test_committed_transaction_survives_coordinator_kill(cluster, client):
         producer.flush()
         producer.commit()
         victim = _kill_coordinator(cluster, txn_id)
-        wait_until(lambda: txn_coordinator(cluster, txn_id) not in (None, victim), 90,
+        wait_until(lambda: txn_coordinator_everywhere(cluster, txn_id) not in (None, victim), 90,
                    f"a new coordinator for {txn_id} after kill -9 of broker {victim}")
         if client == "kafka-python":
             # kafka-python 3.0.12 drops its queued AddPartitionsToTxn/EndTxn when the cached coordinator
@@ -677,7 +677,10 @@ def test_commit_completes_when_coordinator_and_output_leader_is_killed(cluster, 
         if client == "kafka-python":
             # kafka-python drops requests queued for a coordinator that refuses connections (see
             # test_committed_transaction_survives_coordinator_kill): a new producer takes over; its
-            # init_transactions returns once the interrupted commit is complete
+            # init_transactions returns once the interrupted commit is complete. Its FindCoordinator
+            # goes to any broker: wait until none names the killed one any more.
+            wait_until(lambda: txn_coordinator_everywhere(cluster, txn_id) not in (None, victim), FAILOVER_BOUND_S,
+                       f"every broker to name a new coordinator for {txn_id} {ctx}")
             producer.close()
             producer = make(bootstrap, txn_id, timeout_ms=FAILOVER_TXN_TIMEOUT_MS)
             producer.init()
