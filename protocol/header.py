@@ -49,8 +49,23 @@ def _api_module(api_key: int) -> ModuleType | None:
     return _API_BY_KEY.get(api_key)
 
 
+_REQUEST_HEADER_VERSION: dict[tuple[int, int], int] = {}   # (key, version) of known APIs -> header version
+_RESPONSE_HEADER_VERSION: dict[tuple[int, int], int] = {}
+
+
 def request_header_version(api_key: int, api_version: int) -> int:
     """Header version for a request; defined for unknown keys and versions too."""
+    cached = _REQUEST_HEADER_VERSION.get((api_key, api_version))
+    if cached is not None:
+        return cached
+    version = _request_header_version(api_key, api_version)
+    api = _api_module(api_key)
+    if api is not None and api.MIN_VERSION <= api_version <= api.MAX_VERSION:   # bounded: no garbage keys
+        _REQUEST_HEADER_VERSION[(api_key, api_version)] = version
+    return version
+
+
+def _request_header_version(api_key: int, api_version: int) -> int:
     if api_key == CONTROLLED_SHUTDOWN_KEY and api_version == 0:
         return 0
     api = _api_module(api_key)
@@ -66,6 +81,17 @@ def request_header_version(api_key: int, api_version: int) -> int:
 
 
 def response_header_version(api_key: int, api_version: int) -> int:
+    cached = _RESPONSE_HEADER_VERSION.get((api_key, api_version))
+    if cached is not None:
+        return cached
+    version = _response_header_version(api_key, api_version)
+    api = _api_module(api_key)
+    if api is not None and api.MIN_VERSION <= api_version <= api.MAX_VERSION:
+        _RESPONSE_HEADER_VERSION[(api_key, api_version)] = version
+    return version
+
+
+def _response_header_version(api_key: int, api_version: int) -> int:
     if api_key == API_VERSIONS_KEY:
         return 0
     api = _api_module(api_key)

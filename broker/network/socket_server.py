@@ -31,7 +31,7 @@ from collections import deque
 from time import perf_counter
 from typing import Any
 
-from twisted.internet import defer, protocol, task
+from twisted.internet import protocol, task
 from twisted.python.failure import Failure
 
 from odradek.protocol.connection import ServerConnection
@@ -42,7 +42,7 @@ from ..security.listeners import ListenerSecurity
 from ..security.principal import ANONYMOUS, certificate_dn, user
 from ..security.sasl_server import CredentialLookup, SaslAuthenticator, SaslFailure, TokenLookup
 from .connection_quotas import ConnectionQuotas
-from .request_handler import RequestHandler
+from .request_handler import RequestHandler, is_deferred
 
 log = logging.getLogger(__name__)
 
@@ -159,7 +159,7 @@ class KafkaConnection(protocol.Protocol):
                 log.exception("unexpected error handling a request from %s; closing the connection", self.peer)
                 self._close_now("unexpected error")
                 return
-            if isinstance(result, defer.Deferred):
+            if is_deferred(result):
                 if result.called:  # finished synchronously: take its result without recursing
                     box: list[Any] = []
                     result.addBoth(box.append)
