@@ -36,7 +36,7 @@ MAGIC_AT = 16         # the magic byte of a batch (and of a magic 0/1 message)
 def handle(ctx: BrokerContext, rc: RequestContext, req):
     version = rc.api_version
     acks = req.acks
-    if getattr(req, "transactional_id", None) is None and _has_transactional(req):   # v0-2 have none
+    if req.get("transactional_id") is None and _has_transactional(req):   # v0-2 have none
         return error_response(req, version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     if ctx.authorizer is not None:
         if _has_transactional(req):
