@@ -353,7 +353,7 @@ class Message:
         self.flexible = Versions.parse(flexible)
         self.fields = tuple(fields)
         self._cache: dict[int, KafkaStruct] = {}
-        # Optional hand-written codecs for a hot message (``protocol/produce_codec.py``): tried first;
+        # Optional hand-written codecs for a hot message (``protocol/fast_codecs.py``): tried first;
         # any exception from them means "not this shape", and the declared codec runs instead.
         self.fast_decode: Callable[[bytes, int, int, bool], Struct] | None = None
         self.fast_encode: Callable[[Mapping[str, Any], int], bytes] | None = None

@@ -2,11 +2,11 @@
 
 Invariant: declares every version of Kafka 2.8.2's ProduceRequest/ProduceResponse
 (0-9, flexible 9+), all advertised. The request's decoder and the response's encoder have
-hand-written equivalents (``protocol/produce_codec.py``), tried first.
+hand-written equivalents (``protocol/fast_codecs.py``), tried first.
 """
 from __future__ import annotations
 
-from .. import produce_codec
+from .. import fast_codecs
 from ..schema import INT16, INT32, INT64, RECORDS, STRING, F, Message
 
 API_KEY = 0
@@ -47,5 +47,5 @@ Response = Message("ProduceResponse", "0-9", flexible="9+", fields=[
     F("throttle_time_ms", INT32, "1+", default=0),
 ])
 
-Request.fast_decode = produce_codec.decode_request
-Response.fast_encode = produce_codec.encode_response
+Request.fast_decode = fast_codecs.decode_request
+Response.fast_encode = fast_codecs.encode_response

@@ -1,9 +1,10 @@
-"""Hand-written ``struct`` codecs for ProduceRequest and ProduceResponse (issue 17: the hot path).
+"""Hand-written ``struct`` codecs for the hottest messages (issue 17): ProduceRequest,
+ProduceResponse and ApiVersionsRequest.
 
-Invariant: exactly equivalent to the construct declarations in ``protocol/apis/produce.py`` for
-every version (0-9, flexible 9): the same bytes decode to equal ``Struct`` objects (same keys in
+Invariant: exactly equivalent to the construct declarations in ``protocol/apis/produce.py`` and
+``api_versions.py`` for every version (Produce 0-9, flexible 9; ApiVersions 0-3, flexible 3): the same bytes decode to equal ``Struct`` objects (same keys in
 the same order, same values and types) and the same bodies encode to the same bytes, checked by
-property tests (``tests/unit/test_produce_codec.py``). They cover the common shapes only and raise
+property tests (``tests/unit/test_fast_codecs.py``). They cover the common shapes only and raise
 anything at all for the rest (malformed input, tagged fields, record errors, values the wire cannot
 hold): ``Message.decode`` / ``encode_into`` then run the declared codec, which gives the canonical
 result or error. So a fast codec can only ever be faster, never different.
@@ -178,3 +179,17 @@ def encode_response(body: Mapping[str, Any], version: int) -> bytes:
     if flexible:
         out.append(b"\x00")
     return b"".join(out)
+
+
+def decode_api_versions_request(data: bytes, version: int, offset: int = 0, allow_trailing: bool = False) -> Struct:
+    """An ApiVersionsRequest body from ``data[offset:]`` (``Message.decode``'s contract)."""
+    if version == 3:
+        name, pos = _string(data, offset, True, False)
+        software, pos = _string(data, pos, True, False)
+        pos = _no_tags(data, pos)
+        if pos != len(data) and not allow_trailing:
+            raise NotHandled("trailing bytes")
+        return Struct(client_software_name=name, client_software_version=software)
+    if 0 <= version <= 2 and (offset == len(data) or allow_trailing):
+        return Struct(client_software_name="", client_software_version="")
+    raise NotHandled("version or trailing bytes")

@@ -1,4 +1,4 @@
-"""The hand-written Produce codecs (protocol/produce_codec.py) against the declared ones.
+"""The hand-written Produce codecs (protocol/fast_codecs.py) against the declared ones.
 
 Invariant: property tests over every version 0-9: the same bytes decode to the same Struct
 (keys, order, values, types) through both, and the same bodies encode to the same bytes; where
@@ -11,7 +11,7 @@ from typing import Any
 
 from hypothesis import given, settings, strategies as st
 
-from odradek.protocol import produce_codec
+from odradek.protocol import fast_codecs
 from odradek.protocol.apis import produce as API
 from odradek.protocol.errors import KafkaError
 from odradek.protocol.schema import EncodeError, Message
@@ -58,7 +58,7 @@ def test_a_request_decodes_to_the_same_struct(version: int, body: dict) -> None:
     if version < 3:
         body["transactional_id"] = None
     data = API.Request.encode(body, version)
-    fast = produce_codec.decode_request(data, version)
+    fast = fast_codecs.decode_request(data, version)
     assert repr(fast) == repr(_declared(API.Request, "decode", data, version))
     assert repr(API.Request.decode(data, version)) == repr(fast)
     framed = b"header" + data + b"tail"   # after a header, with trailing bytes allowed or not
@@ -109,7 +109,7 @@ def test_a_response_encodes_to_the_same_bytes(version: int, body: dict) -> None:
     common = all(not p.get("record_errors") and p.get("error_message") is None
                  for t in body["responses"] for p in t["partition_responses"])
     if common and declared[0] == "ok" and all(len(t["name"].encode()) < 127 for t in body["responses"]):
-        assert repr(produce_codec.encode_response(body, version)) == declared[1]   # the fast one took it
+        assert repr(fast_codecs.encode_response(body, version)) == declared[1]   # the fast one took it
 
 
 @given(VERSIONS, st.sampled_from([1.5, "1", None, 1 << 70, True]))
@@ -118,3 +118,18 @@ def test_a_value_the_wire_cannot_hold_fails_as_declared(version: int, value: Any
                                                                   "base_offset": value}]}]}
     assert _outcome(lambda: API.Response.encode(body, version)) == \
         _outcome(lambda: _declared(API.Response, "encode", body, version))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 3), NAMES, NAMES, st.binary(max_size=6), st.booleans())
+def test_an_api_versions_request_decodes_as_declared(version: int, name: str, software: str, tail: bytes,
+                                                     trailing: bool) -> None:
+    from odradek.protocol.apis import api_versions
+    message = api_versions.Request
+    data = message.encode({"client_software_name": name, "client_software_version": software}, version)
+    assert repr(fast_codecs.decode_api_versions_request(data, version)) == \
+        repr(_declared(message, "decode", data, version))
+    for raw in (data + tail, data[:len(tail)], b"hdr" + data + tail):   # extra, cut and offset bytes
+        offset = 3 if raw.startswith(b"hdr") else 0
+        assert _outcome(lambda: message.decode(raw, version, offset, trailing)) == \
+            _outcome(lambda: _declared(message, "decode", raw, version, offset, trailing))
