@@ -40,14 +40,15 @@ _ENCODED: dict[Any, EncodedBody] = {}   # (version, features epoch, features) ->
 def handle(ctx, rc, req) -> dict | EncodedBody:
     version = rc.api_version
     if version >= 3:
-        named = (req.client_software_name or "", req.client_software_version or "")
+        named = (req.get("client_software_name") or "", req.get("client_software_version") or "")
         if named not in _VALID_SOFTWARE:
             if not (_SOFTWARE.fullmatch(named[0]) and _SOFTWARE.fullmatch(named[1])):
                 return response(ErrorCode.INVALID_REQUEST)
             if len(_VALID_SOFTWARE) < MAX_VALID_SOFTWARE:
                 _VALID_SOFTWARE.add(named)
         features = ctx.features
-        key: Any = (version, features.epoch, tuple(sorted(features.features.items())))
+        finalized = features.features
+        key: Any = (version, features.epoch, tuple(sorted(finalized.items())) if finalized else ())
     else:
         key = version
     body = _ENCODED.get(key)

@@ -147,7 +147,7 @@ def is_deferred(result: object) -> bool:
     """Whether a handler's result is a Deferred; a body or bytes is told by its exact type first
     (``isinstance`` against Deferred, an ``Awaitable`` ABC, costs a microsecond per request)."""
     kind = type(result)
-    if kind is dict or kind is bytes or result is None or kind is defer.Deferred:
+    if kind is dict or kind is defer.Deferred or result is None or isinstance(result, bytes):
         return kind is defer.Deferred
     return isinstance(result, defer.Deferred)
 
