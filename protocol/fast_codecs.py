@@ -1,8 +1,9 @@
 """Hand-written ``struct`` codecs for the hottest messages (issue 17): ProduceRequest,
-ProduceResponse and ApiVersionsRequest.
+ProduceResponse, ApiVersionsRequest, HeartbeatRequest and HeartbeatResponse.
 
-Invariant: exactly equivalent to the construct declarations in ``protocol/apis/produce.py`` and
-``api_versions.py`` for every version (Produce 0-9, flexible 9; ApiVersions 0-3, flexible 3): the same bytes decode to equal ``Struct`` objects (same keys in
+Invariant: exactly equivalent to the construct declarations in ``protocol/apis/produce.py``,
+``api_versions.py`` and ``heartbeat.py`` for every version (Produce 0-9, flexible 9; ApiVersions
+0-3, flexible 3; Heartbeat 0-4, flexible 4): the same bytes decode to equal ``Struct`` objects (same keys in
 the same order, same values and types) and the same bodies encode to the same bytes, checked by
 property tests (``tests/unit/test_fast_codecs.py``). They cover the common shapes only and raise
 anything at all for the rest (malformed input, tagged fields, record errors, values the wire cannot
@@ -22,6 +23,7 @@ _ACKS_TIMEOUT = struct.Struct(">hi")
 _PARTITION_V0 = struct.Struct(">ihq")        # index, error_code, base_offset
 _PARTITION_V2 = struct.Struct(">ihqq")       # + log_append_time_ms
 _PARTITION_V5 = struct.Struct(">ihqqq")      # + log_start_offset
+_THROTTLE_ERROR = struct.Struct(">ih")
 FLEXIBLE_FROM = 9
 
 
@@ -193,3 +195,32 @@ def decode_api_versions_request(data: bytes, version: int, offset: int = 0, allo
     if 0 <= version <= 2 and (offset == len(data) or allow_trailing):
         return Struct(client_software_name="", client_software_version="")
     raise NotHandled("version or trailing bytes")
+
+
+def decode_heartbeat_request(data: bytes, version: int, offset: int = 0, allow_trailing: bool = False) -> Struct:
+    """A HeartbeatRequest body from ``data[offset:]`` (``Message.decode``'s contract)."""
+    if not 0 <= version <= 4:
+        raise NotHandled("version")
+    flexible = version >= 4
+    group_id, pos = _string(data, offset, flexible, False)
+    (generation_id,) = _I32.unpack_from(data, pos)
+    member_id, pos = _string(data, pos + 4, flexible, False)
+    instance_id = None
+    if version >= 3:
+        instance_id, pos = _string(data, pos, flexible, True)
+    if flexible:
+        pos = _no_tags(data, pos)
+    if pos > len(data) or (pos != len(data) and not allow_trailing):
+        raise NotHandled("trailing bytes")
+    return Struct(group_id=group_id, generation_id=generation_id, member_id=member_id,
+                  group_instance_id=instance_id)
+
+
+def encode_heartbeat_response(body: Mapping[str, Any], version: int) -> bytes:
+    """A HeartbeatResponse body (``Message.encode_into``'s contract: missing fields take defaults)."""
+    if version == 0:
+        return _I16.pack(body.get("error_code", 0))
+    if not 1 <= version <= 4:
+        raise NotHandled("version")
+    fixed = _THROTTLE_ERROR.pack(body.get("throttle_time_ms", 0), body.get("error_code", 0))
+    return fixed + b"\x00" if version >= 4 else fixed

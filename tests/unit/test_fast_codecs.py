@@ -133,3 +133,35 @@ def test_an_api_versions_request_decodes_as_declared(version: int, name: str, so
         offset = 3 if raw.startswith(b"hdr") else 0
         assert _outcome(lambda: message.decode(raw, version, offset, trailing)) == \
             _outcome(lambda: _declared(message, "decode", raw, version, offset, trailing))
+
+
+heartbeats = st.fixed_dictionaries({"group_id": NAMES, "generation_id": INT32, "member_id": NAMES,
+                                    "group_instance_id": st.none() | NAMES})
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 4), heartbeats, st.binary(max_size=6), st.booleans(), st.integers(0, 12))
+def test_a_heartbeat_request_decodes_as_declared(version: int, body: dict, tail: bytes, trailing: bool,
+                                                 cut: int) -> None:
+    from odradek.protocol.apis import heartbeat
+    message = heartbeat.Request
+    if version < 3:
+        body["group_instance_id"] = None
+    data = message.encode(body, version)
+    assert repr(fast_codecs.decode_heartbeat_request(data, version)) == \
+        repr(_declared(message, "decode", data, version))
+    for raw in (data + tail, data[:cut], b"hdr" + data + tail):   # extra, cut and offset bytes
+        offset = 3 if raw.startswith(b"hdr") else 0
+        assert _outcome(lambda: message.decode(raw, version, offset, trailing)) == \
+            _outcome(lambda: _declared(message, "decode", raw, version, offset, trailing))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 4), st.fixed_dictionaries({}, optional={"throttle_time_ms": INT32 | st.just(1 << 40),
+                                                              "error_code": INT16 | st.just("x")}))
+def test_a_heartbeat_response_encodes_as_declared(version: int, body: dict) -> None:
+    from odradek.protocol.apis import heartbeat
+    declared = _outcome(lambda: _declared(heartbeat.Response, "encode", body, version))
+    assert _outcome(lambda: heartbeat.Response.encode(body, version)) == declared
+    if declared[0] == "ok":
+        assert repr(fast_codecs.encode_heartbeat_response(body, version)) == declared[1]
