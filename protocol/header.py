@@ -56,12 +56,18 @@ _RESPONSE_HEADER_VERSION: dict[tuple[int, int], int] = {}
 def request_header_version(api_key: int, api_version: int) -> int:
     """Header version for a request; defined for unknown keys and versions too."""
     cached = _REQUEST_HEADER_VERSION.get((api_key, api_version))
-    if cached is not None:
-        return cached
-    version = _request_header_version(api_key, api_version)
+    if cached is None:
+        cached = _remember(_REQUEST_HEADER_VERSION, api_key, api_version, _request_header_version)
+    return cached
+
+
+def _remember(table: dict[tuple[int, int], int], api_key: int, api_version: int, compute: Any) -> int:
+    """``compute(api_key, api_version)``, kept in ``table`` for a known API's declared version
+    (so garbage keys and versions cannot grow it)."""
+    version: int = compute(api_key, api_version)
     api = _api_module(api_key)
-    if api is not None and api.MIN_VERSION <= api_version <= api.MAX_VERSION:   # bounded: no garbage keys
-        _REQUEST_HEADER_VERSION[(api_key, api_version)] = version
+    if api is not None and api.MIN_VERSION <= api_version <= api.MAX_VERSION:
+        table[(api_key, api_version)] = version
     return version
 
 
@@ -82,13 +88,9 @@ def _request_header_version(api_key: int, api_version: int) -> int:
 
 def response_header_version(api_key: int, api_version: int) -> int:
     cached = _RESPONSE_HEADER_VERSION.get((api_key, api_version))
-    if cached is not None:
-        return cached
-    version = _response_header_version(api_key, api_version)
-    api = _api_module(api_key)
-    if api is not None and api.MIN_VERSION <= api_version <= api.MAX_VERSION:
-        _RESPONSE_HEADER_VERSION[(api_key, api_version)] = version
-    return version
+    if cached is None:
+        cached = _remember(_RESPONSE_HEADER_VERSION, api_key, api_version, _response_header_version)
+    return cached
 
 
 def _response_header_version(api_key: int, api_version: int) -> int:

@@ -40,6 +40,14 @@ def _outcome(call: Any) -> tuple[str, str]:
         return type(e).__name__, str(e)
 
 
+def _check_variants(message: Message, version: int, data: bytes, tail: bytes, cut: int, trailing: bool) -> None:
+    """Extra, cut and offset bytes decode through ``message`` exactly as the declared codec does."""
+    for raw in (data + tail, data[:cut], b"hdr" + data + tail):
+        offset = 3 if raw.startswith(b"hdr") else 0
+        assert _outcome(lambda: message.decode(raw, version, offset, trailing)) == \
+            _outcome(lambda: _declared(message, "decode", raw, version, offset, trailing))
+
+
 requests = st.fixed_dictionaries({
     "transactional_id": st.none() | NAMES,
     "acks": INT16,
@@ -129,10 +137,7 @@ def test_an_api_versions_request_decodes_as_declared(version: int, name: str, so
     data = message.encode({"client_software_name": name, "client_software_version": software}, version)
     assert repr(fast_codecs.decode_api_versions_request(data, version)) == \
         repr(_declared(message, "decode", data, version))
-    for raw in (data + tail, data[:len(tail)], b"hdr" + data + tail):   # extra, cut and offset bytes
-        offset = 3 if raw.startswith(b"hdr") else 0
-        assert _outcome(lambda: message.decode(raw, version, offset, trailing)) == \
-            _outcome(lambda: _declared(message, "decode", raw, version, offset, trailing))
+    _check_variants(message, version, data, tail, len(tail), trailing)
 
 
 heartbeats = st.fixed_dictionaries({"group_id": NAMES, "generation_id": INT32, "member_id": NAMES,
@@ -150,10 +155,7 @@ def test_a_heartbeat_request_decodes_as_declared(version: int, body: dict, tail:
     data = message.encode(body, version)
     assert repr(fast_codecs.decode_heartbeat_request(data, version)) == \
         repr(_declared(message, "decode", data, version))
-    for raw in (data + tail, data[:cut], b"hdr" + data + tail):   # extra, cut and offset bytes
-        offset = 3 if raw.startswith(b"hdr") else 0
-        assert _outcome(lambda: message.decode(raw, version, offset, trailing)) == \
-            _outcome(lambda: _declared(message, "decode", raw, version, offset, trailing))
+    _check_variants(message, version, data, tail, cut, trailing)
 
 
 @settings(max_examples=200, deadline=None)
