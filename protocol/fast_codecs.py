@@ -129,23 +129,19 @@ def decode_request(data: bytes, version: int, offset: int = 0, allow_trailing: b
 
 def _put_string(out: list[bytes], value: str, flexible: bool) -> None:
     raw = value.encode("utf-8")
-    n = len(raw)
-    if flexible:
-        if n >= 0x7F:
-            raise NotHandled("long name")
-        out.append(bytes((n + 1,)))
-    else:
-        out.append(_I16.pack(n))
+    _put_count(out, len(raw), flexible, _I16)
     out.append(raw)
 
 
-def _put_count(out: list[bytes], n: int, flexible: bool) -> None:
+def _put_count(out: list[bytes], n: int, flexible: bool, classic: struct.Struct = _I32) -> None:
+    """An array's count (or, with ``classic`` int16, a string's length): a one-byte uvarint N+1
+    when flexible (longer ones go to the declared codec)."""
     if flexible:
         if n >= 0x7F:
-            raise NotHandled("long array")
+            raise NotHandled("long count")
         out.append(bytes((n + 1,)))
     else:
-        out.append(_I32.pack(n))
+        out.append(classic.pack(n))
 
 
 def encode_response(body: Mapping[str, Any], version: int) -> bytes:
