@@ -105,10 +105,10 @@ class _Guard:
         if self.channel.is_offline(self.log_dir):
             raise storage_error(f"{self.message}: log dir {self.log_dir} is offline")
 
-    def __exit__(self, kind: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> bool:
+    def __exit__(self, kind: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
         if e is None or not isinstance(e, (OSError, KafkaError)) or not is_storage_error(e):
-            return False
+            return   # no error, or not an I/O failure: it goes on as it is
         self.channel.maybe_add_offline_log_dir(self.log_dir, self.message, e)
         if isinstance(e, KafkaError):
-            return False
+            return
         raise storage_error(f"{self.message}: {e}") from e
