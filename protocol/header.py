@@ -49,8 +49,29 @@ def _api_module(api_key: int) -> ModuleType | None:
     return _API_BY_KEY.get(api_key)
 
 
+_REQUEST_HEADER_VERSION: dict[tuple[int, int], int] = {}   # (key, version) of known APIs -> header version
+_RESPONSE_HEADER_VERSION: dict[tuple[int, int], int] = {}
+
+
 def request_header_version(api_key: int, api_version: int) -> int:
     """Header version for a request; defined for unknown keys and versions too."""
+    cached = _REQUEST_HEADER_VERSION.get((api_key, api_version))
+    if cached is None:
+        cached = _remember(_REQUEST_HEADER_VERSION, api_key, api_version, _request_header_version)
+    return cached
+
+
+def _remember(table: dict[tuple[int, int], int], api_key: int, api_version: int, compute: Any) -> int:
+    """``compute(api_key, api_version)``, kept in ``table`` for a known API's declared version
+    (so garbage keys and versions cannot grow it)."""
+    version: int = compute(api_key, api_version)
+    api = _api_module(api_key)
+    if api is not None and api.MIN_VERSION <= api_version <= api.MAX_VERSION:
+        table[(api_key, api_version)] = version
+    return version
+
+
+def _request_header_version(api_key: int, api_version: int) -> int:
     if api_key == CONTROLLED_SHUTDOWN_KEY and api_version == 0:
         return 0
     api = _api_module(api_key)
@@ -66,6 +87,13 @@ def request_header_version(api_key: int, api_version: int) -> int:
 
 
 def response_header_version(api_key: int, api_version: int) -> int:
+    cached = _RESPONSE_HEADER_VERSION.get((api_key, api_version))
+    if cached is None:
+        cached = _remember(_RESPONSE_HEADER_VERSION, api_key, api_version, _response_header_version)
+    return cached
+
+
+def _response_header_version(api_key: int, api_version: int) -> int:
     if api_key == API_VERSIONS_KEY:
         return 0
     api = _api_module(api_key)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass, field as dc_field
 from enum import Enum
-from typing import IO, Any, Mapping, Sequence, Union
+from typing import IO, Any, Callable, Mapping, Sequence, Union
 
 from construct import Construct, Float64b, Flag, Int8sb, Int16sb, Int16ub, Int32sb, Int32ub, Int64sb
 
@@ -353,6 +353,10 @@ class Message:
         self.flexible = Versions.parse(flexible)
         self.fields = tuple(fields)
         self._cache: dict[int, KafkaStruct] = {}
+        # Optional hand-written codecs for a hot message (``protocol/fast_codecs.py``): tried first;
+        # any exception from them means "not this shape", and the declared codec runs instead.
+        self.fast_decode: Callable[[bytes, int, int, bool], Struct] | None = None
+        self.fast_encode: Callable[[Mapping[str, Any], int], bytes] | None = None
 
     @property
     def min_version(self) -> int:
@@ -390,6 +394,9 @@ class Message:
             con = self.construct(version)
         except KafkaError as exc:
             raise EncodeError(str(exc)) from None
+        fast = self._fast_encoded(obj, version)
+        if fast is not None:
+            return fast
         stream = io.BytesIO()
         try:
             con._build(obj, stream, None, self.name)
@@ -401,6 +408,10 @@ class Message:
 
     def encode_into(self, stream: IO[bytes], obj: Mapping[str, Any], version: int) -> None:
         """Encode straight into a writable binary stream (e.g. after a header)."""
+        fast = self._fast_encoded(obj, version)
+        if fast is not None:
+            stream.write(fast)
+            return
         try:
             self.construct(version)._build(obj, stream, None, self.name)
         except EncodeError:
@@ -420,6 +431,11 @@ class Message:
         con = self.construct(version)
         if type(data) is not bytes:
             data = bytes(data)  # BytesIO shares a bytes object; other buffers are copied
+        if self.fast_decode is not None:
+            try:
+                return self.fast_decode(data, version, offset, allow_trailing)
+            except Exception:
+                pass   # not a shape the fast codec takes: the declared one decides
         stream = io.BytesIO(data)
         if offset:
             stream.seek(offset)
@@ -434,6 +450,14 @@ class Message:
             raise KafkaError(ErrorCode.INVALID_REQUEST, f"{len(data) - stream.tell()} "
                              f"trailing bytes after {self.name} v{version}")
         return result
+
+    def _fast_encoded(self, obj: Mapping[str, Any], version: int) -> bytes | None:
+        if self.fast_encode is None:
+            return None
+        try:
+            return self.fast_encode(obj, version)
+        except Exception:
+            return None   # not a shape the fast codec takes: the declared one decides
 
     def __repr__(self) -> str:
         return f"Message({self.name!r}, {self.versions.low}-{self.versions.high})"

@@ -32,18 +32,23 @@ def response(code: ErrorCode | int = ErrorCode.NONE) -> dict:
     return {"error_code": int(code), "api_keys": keys, "throttle_time_ms": 0}
 
 
+MAX_VALID_SOFTWARE = 1024   # client (name, version) pairs remembered as valid, not matched again
+_VALID_SOFTWARE: set[tuple[str, str]] = set()
 _ENCODED: dict[Any, EncodedBody] = {}   # (version, features epoch, features) -> the answer's body
 
 
 def handle(ctx, rc, req) -> dict | EncodedBody:
     version = rc.api_version
     if version >= 3:
-        name = req.client_software_name or ""
-        software = req.client_software_version or ""
-        if not (_SOFTWARE.fullmatch(name) and _SOFTWARE.fullmatch(software)):
-            return response(ErrorCode.INVALID_REQUEST)
+        named = (req.get("client_software_name") or "", req.get("client_software_version") or "")
+        if named not in _VALID_SOFTWARE:
+            if not (_SOFTWARE.fullmatch(named[0]) and _SOFTWARE.fullmatch(named[1])):
+                return response(ErrorCode.INVALID_REQUEST)
+            if len(_VALID_SOFTWARE) < MAX_VALID_SOFTWARE:
+                _VALID_SOFTWARE.add(named)
         features = ctx.features
-        key: Any = (version, features.epoch, tuple(sorted(features.features.items())))
+        finalized = features.features
+        key: Any = (version, features.epoch, tuple(sorted(finalized.items())) if finalized else ())
     else:
         key = version
     body = _ENCODED.get(key)

@@ -18,8 +18,9 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from contextlib import contextmanager
-from typing import Callable, Iterator
+from functools import lru_cache
+from types import TracebackType
+from typing import Callable
 
 from odradek.protocol.errors import ErrorCode, KafkaError
 
@@ -40,6 +41,13 @@ def is_storage_error(exc: BaseException) -> bool:
 
 def log_dir_of(partition_dir: str) -> str:
     """The log dir holding a partition directory ``<log dir>/<topic>-<p>``."""
+    if partition_dir.startswith("/"):
+        return _log_dir_of_absolute(partition_dir)   # once per directory (on every produce's path)
+    return os.path.dirname(os.path.abspath(partition_dir.rstrip("/")))
+
+
+@lru_cache(maxsize=65536)
+def _log_dir_of_absolute(partition_dir: str) -> str:
     return os.path.dirname(os.path.abspath(partition_dir.rstrip("/")))
 
 
@@ -60,7 +68,7 @@ class LogDirFailureChannel:
             return sorted(self._offline)
 
     def is_offline(self, log_dir: str) -> bool:
-        return os.path.abspath(log_dir) in self._offline
+        return bool(self._offline) and os.path.abspath(log_dir) in self._offline
 
     def maybe_add_offline_log_dir(self, log_dir: str, message: str, exc: BaseException | None = None) -> None:
         """Record ``log_dir`` as offline; the first report of it tells every listener."""
@@ -79,18 +87,28 @@ class LogDirFailureChannel:
             except Exception:
                 logger.exception("log dir failure listener failed for %s", log_dir)
 
-    @contextmanager
-    def guard(self, log_dir: str, message: str) -> Iterator[None]:
-        """Run I/O under ``log_dir``: an OSError (or a lower layer's KAFKA_STORAGE_ERROR) marks the
-        dir offline and leaves as KafkaError(KAFKA_STORAGE_ERROR)."""
-        if self.is_offline(log_dir):
-            raise storage_error(f"{message}: log dir {log_dir} is offline")
-        try:
-            yield
-        except (OSError, KafkaError) as e:
-            if not is_storage_error(e):
-                raise
-            self.maybe_add_offline_log_dir(log_dir, message, e)
-            if isinstance(e, KafkaError):
-                raise
-            raise storage_error(f"{message}: {e}") from e
+    def guard(self, log_dir: str, message: str) -> "_Guard":
+        """Run I/O under ``log_dir`` (``with channel.guard(...)``): an OSError (or a lower layer's
+        KAFKA_STORAGE_ERROR) marks the dir offline and leaves as KafkaError(KAFKA_STORAGE_ERROR)."""
+        return _Guard(self, log_dir, message)
+
+
+class _Guard:
+    """``LogDirFailureChannel.guard``'s context manager (a class: it is on every produce's path)."""
+
+    __slots__ = ("channel", "log_dir", "message")
+
+    def __init__(self, channel: LogDirFailureChannel, log_dir: str, message: str) -> None:
+        self.channel, self.log_dir, self.message = channel, log_dir, message
+
+    def __enter__(self) -> None:
+        if self.channel.is_offline(self.log_dir):
+            raise storage_error(f"{self.message}: log dir {self.log_dir} is offline")
+
+    def __exit__(self, kind: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+        if e is None or not isinstance(e, (OSError, KafkaError)) or not is_storage_error(e):
+            return   # no error, or not an I/O failure: it goes on as it is
+        self.channel.maybe_add_offline_log_dir(self.log_dir, self.message, e)
+        if isinstance(e, KafkaError):
+            return
+        raise storage_error(f"{self.message}: {e}") from e

@@ -99,6 +99,9 @@ class TransactionalLog(LogParts):
         index the aborted transactions they end in the active segment."""
         state, seg = self.producer_state, self.active_segment
         for pos, h in batches:
+            if h.producer_id < 0:   # no producer: only the state's end offset moves (apply_batch's first step)
+                state.map_end_offset = max(state.map_end_offset, h.base_offset + h.last_offset_delta + 1)
+                continue
             marker = None
             if h.is_control and h.producer_id >= 0:
                 marker = markers.get(pos) if markers is not None else _marker_of(memoryview(buf)[pos:pos + h.size])

@@ -7,7 +7,8 @@ leave in request order; a parked request (long-poll fetch, acks=all produce) hol
 the connection's queue. A frame larger than ``socket.request.max.bytes`` closes the
 connection once the responses owed for the requests before it have been sent; a
 CloseConnection (garbage, an acks=0 failure) closes it at once. Either closes only
-that connection. Responses go out as one ``writeSequence``. A connection over the
+that connection. The responses answered while handling one read (a pipelining client's many
+requests) go out as one ``writeSequence`` at its end (and before any close), in order. A connection over the
 ``ConnectionQuotas`` limits is closed as soon as it is accepted; one with no request in
 progress and no bytes either way for ``connections.max.idle.ms`` is closed by its factory.
 On a TLS listener the socket is TLS from its first byte (Twisted's TLS over pyOpenSSL); on a SASL
@@ -31,7 +32,7 @@ from collections import deque
 from time import perf_counter
 from typing import Any
 
-from twisted.internet import defer, protocol, task
+from twisted.internet import protocol, task
 from twisted.python.failure import Failure
 
 from odradek.protocol.connection import ServerConnection
@@ -42,7 +43,7 @@ from ..security.listeners import ListenerSecurity
 from ..security.principal import ANONYMOUS, certificate_dn, user
 from ..security.sasl_server import CredentialLookup, SaslAuthenticator, SaslFailure, TokenLookup
 from .connection_quotas import ConnectionQuotas
-from .request_handler import RequestHandler
+from .request_handler import RequestHandler, is_deferred
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +83,8 @@ class KafkaConnection(protocol.Protocol):
         self.last_active = 0.0     # the factory clock's seconds at the last byte in or out
         self._arrivals: deque[float] = deque()   # with metrics: when each queued frame was complete
         self._timing: tuple | None = None        # with metrics: the request in progress (see _timed)
+        self._out: list[bytes] = []              # responses not yet handed to the transport (see _flush)
+        self._sent_timings: list[tuple] = []     # with metrics: their timings, recorded when handed over
 
     def connectionMade(self) -> None:
         peer = self.transport.getPeer()
@@ -138,6 +141,12 @@ class KafkaConnection(protocol.Protocol):
     # -------------------------------------------------------------- processing
 
     def _process(self) -> None:
+        try:
+            self._handle_queued()
+        finally:
+            self._flush()
+
+    def _handle_queued(self) -> None:
         conn = self.conn
         while not self._closed and not self._muted and (frame := conn.next_request()) is not None:
             if self._tls_pending:
@@ -159,7 +168,7 @@ class KafkaConnection(protocol.Protocol):
                 log.exception("unexpected error handling a request from %s; closing the connection", self.peer)
                 self._close_now("unexpected error")
                 return
-            if isinstance(result, defer.Deferred):
+            if is_deferred(result):
                 if result.called:  # finished synchronously: take its result without recursing
                     box: list[Any] = []
                     result.addBoth(box.append)
@@ -249,11 +258,10 @@ class KafkaConnection(protocol.Protocol):
                 return
         parts = self.conn.respond(response)
         if parts and not self._closed:
-            self.transport.writeSequence(parts)
-            if self.factory is not None:
-                self.last_active = self.factory.clock.seconds()
+            self._out += parts
         if self._timing is not None:
-            self._timed(ready)
+            timing, self._timing = self._timing, None
+            self._sent_timings.append((timing, ready))
         sasl = self.sasl
         if sasl is not None and self.conn.close_reason is None:
             if sasl.principal is not None:
@@ -262,11 +270,30 @@ class KafkaConnection(protocol.Protocol):
             elif sasl.failed is not None:
                 self._failed_authentication(sasl.failed)
 
+    def _flush(self) -> None:
+        """Hand the answered responses to the transport in one write, then record their timings."""
+        out = self._out
+        if out:
+            self._out = []
+            if not self._closed:
+                self.transport.writeSequence(out)
+            if self.factory is not None:
+                self.last_active = self.factory.clock.seconds()
+        if self._sent_timings:
+            sent, self._sent_timings = self._sent_timings, []
+            for timing, ready in sent:
+                self._record(timing, ready)
+
     def _timed(self, ready: float) -> None:
-        """Record the request just answered: (stats, name, arrived, started[, parked]) in _timing.
-        Local time ends when the handler returned (or parked: then the rest is remote time)."""
+        """Record the request just answered (its response held back by a throttle) now."""
         timing, self._timing = self._timing, None
         assert timing is not None
+        self._record(timing, ready)
+
+    @staticmethod
+    def _record(timing: tuple, ready: float) -> None:
+        """Record a request: (stats, name, arrived, started[, parked]) in ``timing``. Local time
+        ends when the handler returned (or parked: then the rest is remote time)."""
         stats, named, arrived, started = timing[:4]
         if named is not None:
             stats.record(named, arrived, started, timing[4] if len(timing) > 4 else ready, ready, perf_counter())
@@ -276,6 +303,7 @@ class KafkaConnection(protocol.Protocol):
         delay: it slows password guessing, and lets the client read the error before the close)."""
         log.info("Failed authentication with %s (%s)", self.peer, why)
         reason = f"SASL authentication failed: {why}"
+        self._flush()   # the error response leaves before the close
         self.conn.close_now(reason)
         self._closed = True
         factory = self.factory
@@ -290,6 +318,7 @@ class KafkaConnection(protocol.Protocol):
         self.close(reason)
 
     def close(self, reason: str) -> None:
+        self._flush()   # the responses owed leave before the close
         self.conn.close_now(reason)
         self._closed = True
         self.transport.loseConnection()

@@ -258,7 +258,7 @@ class Partition:
         if not self.is_leader:
             return False
         new_hw = self.log.log_end_offset
-        isr = self.maximal_isr
+        isr = self.maximal_isr if self.remote else ()
         for r, st in self.remote.items():
             if st.leo < new_hw and (r in isr or now_ms - st.last_caught_up_time_ms <= self.lag_time_max_ms):
                 new_hw = st.leo

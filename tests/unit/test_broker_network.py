@@ -94,6 +94,20 @@ def test_pipelined_requests_answer_in_order(broker):
     assert f.responses[0].partition_responses[0].high_watermark == 2
 
 
+def test_the_answers_to_one_read_leave_in_one_write_and_before_a_close(broker):
+    conn, tr = connect(broker)
+    writes = []
+    write_sequence = tr.writeSequence
+    tr.writeSequence = lambda parts: (writes.append(len(parts)), write_sequence(parts))
+    conn.dataReceived(b"".join(frame(api_versions, 0, cid, {}) for cid in (1, 2, 3)))
+    assert len(writes) == 1 and [struct.unpack(">i", r[:4])[0] for r in responses(tr)] == [1, 2, 3]
+    # an acks=0 failure closes the connection: the answers owed before it still leave, first
+    conn.dataReceived(frame(api_versions, 0, 4, {}) + frame(produce, 8, 5, produce_body("nope", batch(1), acks=0))
+                      + frame(api_versions, 0, 6, {}))
+    assert len(writes) == 2 and [struct.unpack(">i", r[:4])[0] for r in responses(tr)] == [4]
+    assert tr.disconnecting
+
+
 def test_long_poll_holds_the_connection_queue(broker):
     conn, tr = connect(broker)
     conn.dataReceived(frame(fetch, 11, 1, fetch_body("t", max_wait_ms=1000)) + frame(api_versions, 0, 2, {}))
