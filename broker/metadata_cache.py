@@ -7,7 +7,8 @@ leader is -2 (LeaderDuringDelete) removes that partition, and a topic with no
 partitions left is gone. Plain object: no I/O, no Twisted; listeners are told after
 every update so waiters (CreateTopics, DeleteTopics) can re-check their condition.
 Stamps: ``version`` grows at every update; ``brokers_version`` is the version at which the
-live-broker list last changed, ``topic_stamp(t)`` the version at which topic t's partition states
+live-broker list last changed, ``topics_version`` the one at which a topic last came or went,
+``topic_stamp(t)`` the version at which topic t's partition states
 were last written, so an answer built from them (Metadata's, ``broker/apis/metadata_answers.py``)
 is current while both stamps are those it was built at. States are never changed in place.
 """
@@ -59,6 +60,7 @@ class MetadataCache:
         self._sorted_topics: list[str] | None = []
         self.version = 0
         self.brokers_version = 0
+        self.topics_version = 0          # the version at which a topic was last added or removed
         self._topic_stamps: dict[str, int] = {}
         self._listeners: list[Callable[[], None]] = []
 
@@ -87,11 +89,13 @@ class MetadataCache:
                         del topics[st.topic]
                         del stamps[st.topic]
                         self._sorted_topics = None
+                        self.topics_version = version
             else:
                 parts = topics.get(st.topic)
                 if parts is None:
                     parts = topics[st.topic] = {}
                     self._sorted_topics = None
+                    self.topics_version = version
                 parts[st.partition] = st
                 stamps[st.topic] = version
         self._notify()

@@ -14,6 +14,7 @@ request. Entries are dicts the caller must not change (it copies one to add oper
 from __future__ import annotations
 
 import struct
+from functools import lru_cache
 from typing import Any, Callable
 
 from odradek.protocol.apis import metadata as API
@@ -43,9 +44,14 @@ def _array_count(n: int, version: int) -> bytes:
 _BLANK = {"throttle_time_ms": 0, "brokers": [], "cluster_id": None, "controller_id": -1, "topics": []}
 
 
+@lru_cache(maxsize=None)
+def _blank(version: int) -> bytes:
+    return API.Response.encode(_BLANK, version)
+
+
 def encode_topic(topic: dict, version: int) -> bytes:
     """One topic element of a MetadataResponse at ``version``, as the schema encodes it."""
-    blank = API.Response.encode(_BLANK, version)
+    blank = _blank(version)
     one = API.Response.encode({**_BLANK, "topics": [topic]}, version)
     tail = _tail_length(version)
     return one[len(blank) - tail:len(one) - tail]
@@ -58,6 +64,7 @@ class MetadataAnswers:
         self.cache = cache
         self._topics: dict[tuple[str, int], dict[str, _TopicEntry]] = {}
         self._brokers_version = -1
+        self._topics_version = 0
         self._heads: dict[tuple, bytes] = {}
 
     def _entries(self, listener: str, version: int) -> dict[str, _TopicEntry]:
@@ -65,6 +72,11 @@ class MetadataAnswers:
             self._topics.clear()
             self._heads.clear()
             self._brokers_version = self.cache.brokers_version
+        if self._topics_version != self.cache.topics_version:   # deleted topics' pieces go
+            for kept in self._topics.values():
+                for name in [n for n in kept if not self.cache.contains_topic(n)]:
+                    del kept[name]
+            self._topics_version = self.cache.topics_version
         key = (listener, version)
         entries = self._topics.get(key)
         if entries is None:

@@ -121,5 +121,6 @@ def test_answers_follow_every_cache_update(broker):
                         [PartitionMetadata("t", 0, 2, -2, 4, [], 0, [])])
     fourth = call(broker, metadata, 11, {"topics": None})
     assert fourth.controller_id == 2 and fourth.topics == []
+    assert all("t" not in kept for kept in broker.ctx.metadata_answers._topics.values())   # its pieces went too
     assert call(broker, metadata, 11, {"topics": [{"name": "t"}], "allow_auto_topic_creation": False}
                 ).topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
