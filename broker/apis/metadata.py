@@ -66,7 +66,7 @@ def handle(ctx: BrokerContext, rc: RequestContext, req) -> dict | EncodedBody:
     refused = denied(ctx, rc, DESCRIBE, TOPIC, names)
     if all_topics and refused:
         names = [n for n in names if n not in refused]
-    topics = []
+    topics: list[dict] = []
     for name in names:
         if name in refused:
             topics.append({"error_code": int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), "name": name,
