@@ -6,6 +6,11 @@ controller id wholesale and upserts the partition states it carries; a state who
 leader is -2 (LeaderDuringDelete) removes that partition, and a topic with no
 partitions left is gone. Plain object: no I/O, no Twisted; listeners are told after
 every update so waiters (CreateTopics, DeleteTopics) can re-check their condition.
+Stamps: ``version`` grows at every update; ``brokers_version`` is the version at which the
+live-broker list last changed, ``topics_version`` the one at which a topic last came or went,
+``topic_stamp(t)`` the version at which topic t's partition states
+were last written, so an answer built from them (Metadata's, ``broker/apis/metadata_answers.py``)
+is current while both stamps are those it was built at. States are never changed in place.
 """
 from __future__ import annotations
 
@@ -52,6 +57,11 @@ class MetadataCache:
         self.controller_epoch = -1
         self._brokers: dict[int, BrokerMetadata] = {}
         self._topics: dict[str, dict[int, PartitionMetadata]] = {}
+        self._sorted_topics: list[str] | None = []
+        self.version = 0
+        self.brokers_version = 0
+        self.topics_version = 0          # the version at which a topic was last added or removed
+        self._topic_stamps: dict[str, int] = {}
         self._listeners: list[Callable[[], None]] = []
 
     # ----------------------------------------------------------------- updates
@@ -61,17 +71,33 @@ class MetadataCache:
         """Apply one UpdateMetadata; returns the partitions it deleted."""
         self.controller_id = controller_id if controller_id >= 0 else None
         self.controller_epoch = controller_epoch
-        self._brokers = {b.id: b for b in brokers}
+        self.version += 1
+        version = self.version
+        alive = {b.id: b for b in brokers}
+        if alive != self._brokers:
+            self.brokers_version = version
+        self._brokers = alive
         deleted: list[TopicPartition] = []
+        stamps, topics = self._topic_stamps, self._topics
         for st in partition_states:
             if st.leader == LEADER_DURING_DELETE:
-                parts = self._topics.get(st.topic)
+                parts = topics.get(st.topic)
                 if parts is not None and parts.pop(st.partition, None) is not None:
                     deleted.append((st.topic, st.partition))
+                    stamps[st.topic] = version
                     if not parts:
-                        del self._topics[st.topic]
+                        del topics[st.topic]
+                        del stamps[st.topic]
+                        self._sorted_topics = None
+                        self.topics_version = version
             else:
-                self._topics.setdefault(st.topic, {})[st.partition] = st
+                parts = topics.get(st.topic)
+                if parts is None:
+                    parts = topics[st.topic] = {}
+                    self._sorted_topics = None
+                    self.topics_version = version
+                parts[st.partition] = st
+                stamps[st.topic] = version
         self._notify()
         return deleted
 
@@ -108,7 +134,13 @@ class MetadataCache:
         return None if broker is None else broker.endpoints.get(listener)
 
     def topics(self) -> list[str]:
-        return sorted(self._topics)
+        if self._sorted_topics is None:
+            self._sorted_topics = sorted(self._topics)
+        return list(self._sorted_topics)
+
+    def topic_stamp(self, topic: str) -> int:
+        """The cache version at which ``topic``'s partition states last changed (-1: unknown)."""
+        return self._topic_stamps.get(topic, -1)
 
     def contains_topic(self, topic: str) -> bool:
         return topic in self._topics

@@ -1,7 +1,7 @@
 """``odradek perf requests``: the broker's cost per small request, against the framework floor.
 
 Invariant: the load is many pipelined requests of ONE kind (Produce of one record, Fetch with
-nothing new, Metadata, ApiVersions, OffsetCommit, Heartbeat), each frame encoded once by
+nothing new, Metadata of one topic or of all topics, ApiVersions, OffsetCommit, Heartbeat), each frame encoded once by
 odradek's codec and re-sent with only its correlation id changed, from ``--processes`` client
 processes of ``--connections`` sockets with ``--in-flight`` requests outstanding on each; every
 response is read whole and its error code checked (a benchmark of errors is no benchmark). The
@@ -39,7 +39,7 @@ from .connection import BrokerConnection
 from .consumer import Consumer
 from .perf import percentiles
 
-KINDS = ("produce", "fetch", "metadata", "api-versions", "offset-commit", "heartbeat")
+KINDS = ("produce", "fetch", "metadata", "metadata-all", "api-versions", "offset-commit", "heartbeat")
 GROUP = "odradek-perf-requests"   # the groups OffsetCommit and Heartbeat use are named after it
 _SIZE = struct.Struct(">i")
 _CID = struct.Struct(">i")
@@ -90,6 +90,10 @@ def prepare(kind: str, bootstrap: str, topic: str, keep: list) -> tuple[str, Mod
         api, body = _api_versions, {"client_software_name": "odradek-perf", "client_software_version": "1"}
     elif kind == "metadata":
         api, body = _metadata, {"topics": [{"name": topic}], "allow_auto_topic_creation": False,
+                                "include_cluster_authorized_operations": False,
+                                "include_topic_authorized_operations": False}
+    elif kind == "metadata-all":
+        api, body = _metadata, {"topics": None, "allow_auto_topic_creation": False,
                                 "include_cluster_authorized_operations": False,
                                 "include_topic_authorized_operations": False}
     elif kind == "produce":

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Union
 
 from .errors import KafkaError
@@ -131,7 +132,9 @@ def offset_value_version(value: OffsetValue) -> int:
     return 1 if value.expire_timestamp != -1 else 3
 
 
+@lru_cache(maxsize=16384)
 def encode_offset_key(group: str, topic: str, partition: int) -> bytes:
+    """An offset commit record's key (kept: a group commits the same partitions again and again)."""
     return _with_version(OffsetCommitKey, OFFSET_KEY_VERSION,
                          {"group": group, "topic": topic, "partition": partition})
 

@@ -42,6 +42,7 @@ if TYPE_CHECKING:  # the parts are built by KafkaServer; handlers only use them
     from ..replication.replica_manager import ReplicaManager
     from ..txn import TransactionCoordinator
     from .controller_common import ControllerView
+    from .metadata_answers import MetadataAnswers
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -96,6 +97,7 @@ class BrokerContext:
     pending_auto_creates: set[str] = field(default_factory=set)
     features: FinalizedFeatures = field(default_factory=FinalizedFeatures)   # /feature (``broker/features.py``)
     quotas: QuotaManagers | None = None              # client quotas (``broker/quotas/``), kept by config_changes
+    metadata_answers: MetadataAnswers | None = None  # Metadata's encoded pieces (``apis/metadata_answers.py``)
 
     @property
     def is_controller(self) -> bool:

@@ -43,23 +43,26 @@ FINAL_EPOCH = -1
 
 
 def handle(ctx: BrokerContext, rc: RequestContext, req):
+    # Fields are read as items, once each: a decoded request is a dict, and its attribute access
+    # (a failed lookup first) cost as much as the rest of this handler (issue 17).
     version = rc.api_version
     if version >= 7:
-        if req.session_id != INVALID_SESSION_ID:
+        if req["session_id"] != INVALID_SESSION_ID:
             return _top_level_error(ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
-        if req.session_epoch not in (INITIAL_EPOCH, FINAL_EPOCH):
+        if req["session_epoch"] not in (INITIAL_EPOCH, FINAL_EPOCH):
             return _top_level_error(ErrorCode.INVALID_FETCH_SESSION_EPOCH)
+    replica_id = req["replica_id"]
     refused = _refused_topics(ctx, rc, req)
     params = FetchParams(
-        replica_id=req.replica_id, max_wait_ms=req.max_wait_ms, min_bytes=req.min_bytes,
-        max_bytes=req.max_bytes if version >= 3 else 0x7FFFFFFF,
-        isolation_level=req.isolation_level if version >= 4 else 0,
-        partitions=[FetchPartition(t.topic, p.partition, p.fetch_offset, p.partition_max_bytes,
-                                   p.current_leader_epoch, p.log_start_offset, p.last_fetched_epoch)
-                    for t in req.topics if t.topic not in refused for p in t.partitions])
+        replica_id=replica_id, max_wait_ms=req["max_wait_ms"], min_bytes=req["min_bytes"],
+        max_bytes=req["max_bytes"] if version >= 3 else 0x7FFFFFFF,
+        isolation_level=req["isolation_level"] if version >= 4 else 0,
+        partitions=[FetchPartition(topic, p["partition"], p["fetch_offset"], p["partition_max_bytes"],
+                                   p["current_leader_epoch"], p["log_start_offset"], p["last_fetched_epoch"])
+                    for t in req["topics"] if (topic := t["topic"]) not in refused for p in t["partitions"]])
     read_committed = params.isolation_level == 1
     quotas = ctx.quotas
-    if quotas is not None and quotas.active and req.replica_id < 0:   # a consumer under consumer_byte_rate
+    if quotas is not None and quotas.active and replica_id < 0:   # a consumer under consumer_byte_rate
         cap = quotas.fetch_max_bytes(rc.client_id, rc.principal)
         if cap is not None and cap < params.max_bytes:
             params.max_bytes = cap
@@ -73,7 +76,7 @@ def handle(ctx: BrokerContext, rc: RequestContext, req):
             records = r["records"]
             code = r["error_code"]
             if version < 4 and records:
-                code, records = _down_converted(ctx, req.replica_id, fp, records, 0 if version < 2 else 1)
+                code, records = _down_converted(ctx, replica_id, fp, records, 0 if version < 2 else 1)
                 if code:
                     r = fetch_error(code)
             parts.append({"partition": fp.partition, "error_code": code,

@@ -5,8 +5,10 @@ UpdateMetadata), using each broker's endpoint on the listener this connection
 arrived on. An unknown, valid topic may be auto-created (auto.create.topics.enable
 and, v4+, allow_auto_topic_creation): the znodes are written in a thread and the
 topic is answered LEADER_NOT_AVAILABLE meanwhile; INVALID_REPLICATION_FACTOR when
-default.replication.factor exceeds the live brokers, as Kafka 2.8 does. With an authorizer
-(KafkaApis.handleTopicMetadataRequest): a request for all topics lists only those the principal
+default.replication.factor exceeds the live brokers, as Kafka 2.8 does. The answer is
+assembled from pieces encoded once per metadata-cache version (``metadata_answers.py``), except
+while a client quota is set (the answer must then carry its throttle time, so it stays a dict).
+With an authorizer (KafkaApis.handleTopicMetadataRequest): a request for all topics lists only those the principal
 may Describe; a named topic it may not Describe answers TOPIC_AUTHORIZATION_FAILED whether or
 not it exists; auto-creation needs Create on the Cluster or on the topic
 (TOPIC_AUTHORIZATION_FAILED otherwise, nothing created). v8 answers
@@ -22,12 +24,15 @@ import logging
 
 from odradek.protocol.apis import metadata as API
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.header import EncodedBody
 from odradek.protocol.primitives import ZERO_UUID
 from odradek.zk import topics as topic_rules
 
+from ..metadata_cache import MetadataCache
 from .authz import (CLUSTER, CREATE, DESCRIBE, NO_OPERATIONS, TOPIC, authorize, authorized_operations,
                     cluster_operations, denied)
 from .context import BrokerContext, RequestContext
+from .metadata_answers import MetadataAnswers
 
 log = logging.getLogger(__name__)
 
@@ -35,49 +40,66 @@ MIN_VERSION = 0
 MAX_VERSION = 11
 
 
-def handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:
+def handle(ctx: BrokerContext, rc: RequestContext, req) -> dict | EncodedBody:
     version = rc.api_version
     cache = ctx.metadata_cache
     listener = rc.listener
-    brokers = [{"node_id": b.id, "host": b.endpoints[listener][0], "port": b.endpoints[listener][1],
-                "rack": b.rack} for b in cache.alive_brokers() if listener in b.endpoints]
-    if version >= 10 and req.topics and any(t.topic_id.int or t.name is None for t in req.topics):
-        # as Kafka 2.8: "Requesting metadata by topic ID is not supported" (nor with no name at all)
-        return {"throttle_time_ms": 0, "brokers": brokers, "cluster_id": cache.cluster_id,
-                "controller_id": -1, "topics": [
-                    {"error_code": int(ErrorCode.INVALID_REQUEST), "name": t.name or "", "topic_id": t.topic_id,
-                     "is_internal": False, "partitions": []} for t in req.topics]}
-    all_topics = req.topics is None or (version == 0 and not req.topics)
-    if all_topics:
-        names = cache.topics()
+    answers = _answers(ctx)
+
+    def brokers() -> list[dict]:
+        return [{"node_id": b.id, "host": ep[0], "port": ep[1], "rack": b.rack} for b, ep in cache.brokers_on(listener)]
+
+    asked = req.topics   # (each attribute of a decoded request is read once: they are not free)
+    if version >= 10 and asked:
+        ids = [t.topic_id for t in asked]
+        named = [t.name for t in asked]
+        if any(i.int for i in ids) or None in named:
+            # as Kafka 2.8: "Requesting metadata by topic ID is not supported" (nor with no name at all)
+            return {"throttle_time_ms": 0, "brokers": brokers(), "cluster_id": cache.cluster_id,
+                    "controller_id": -1, "topics": [
+                        {"error_code": int(ErrorCode.INVALID_REQUEST), "name": n or "", "topic_id": i,
+                         "is_internal": False, "partitions": []} for n, i in zip(named, ids)]}
     else:
-        names = list(dict.fromkeys(t.name for t in req.topics))
+        named = [t.name for t in asked] if asked else []
+    all_topics = asked is None or (version == 0 and not asked)
+    names = cache.topics() if all_topics else list(dict.fromkeys(named))
     refused = denied(ctx, rc, DESCRIBE, TOPIC, names)
     if all_topics and refused:
         names = [n for n in names if n not in refused]
-    allow_auto = bool(req.allow_auto_topic_creation) if version >= 4 else True
-    topics = []
+    topics: list[dict] = []
     for name in names:
         if name in refused:
             topics.append({"error_code": int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), "name": name,
                            "is_internal": False, "partitions": []})
         elif cache.contains_topic(name):
-            topics.append(topic_metadata(ctx, name, listener, version))
+            topics.append(answers.topic(name, listener, version, topic_metadata))
         else:
+            allow_auto = bool(req.allow_auto_topic_creation) if version >= 4 else True
             topics.append(_missing_topic(ctx, rc, name, allow_auto))
     if version >= 8 and req.include_topic_authorized_operations:
-        for t in topics:
-            if t["error_code"] != ErrorCode.TOPIC_AUTHORIZATION_FAILED:
-                t["topic_authorized_operations"] = authorized_operations(ctx, rc, TOPIC, str(t["name"]))
-    with_cluster_ops = 8 <= version <= 10 and req.include_cluster_authorized_operations
-    return {"throttle_time_ms": 0, "brokers": brokers, "cluster_id": cache.cluster_id,
+        topics = [t if t["error_code"] == ErrorCode.TOPIC_AUTHORIZATION_FAILED else
+                  {**t, "topic_authorized_operations": authorized_operations(ctx, rc, TOPIC, str(t["name"]))}
+                  for t in topics]
+    cluster_ops = cluster_operations(ctx, rc) if 8 <= version <= 10 and req.include_cluster_authorized_operations \
+        else NO_OPERATIONS
+    quotas = ctx.quotas
+    if quotas is None or not quotas.active:
+        return answers.body(listener, version, brokers, topics, cluster_ops)
+    # a client quota may throttle this request: the answer stays a dict for its throttle_time_ms
+    return {"throttle_time_ms": 0, "brokers": brokers(), "cluster_id": cache.cluster_id,
             "controller_id": cache.controller_id if cache.controller_id is not None else -1,
-            "topics": topics,
-            "cluster_authorized_operations": cluster_operations(ctx, rc) if with_cluster_ops else NO_OPERATIONS}
+            "topics": topics, "cluster_authorized_operations": cluster_ops}
 
 
-def topic_metadata(ctx: BrokerContext, name: str, listener: str, version: int) -> dict:
-    cache = ctx.metadata_cache
+def _answers(ctx: BrokerContext) -> MetadataAnswers:
+    answers = ctx.metadata_answers
+    if answers is None or answers.cache is not ctx.metadata_cache:
+        answers = ctx.metadata_answers = MetadataAnswers(ctx.metadata_cache)
+    return answers
+
+
+def topic_metadata(cache: MetadataCache, name: str, listener: str, version: int) -> dict:
+    """A topic's answer from the cache as it is now."""
     alive = cache.alive_broker_ids()
     partitions = []
     for index, st in sorted((cache.partitions(name) or {}).items()):

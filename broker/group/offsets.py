@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Callable, Iterable, Iterator
 
 from odradek.broker.completion import Completion
@@ -56,7 +57,10 @@ def java_abs(n: int) -> int:
     return 0 if n == -(1 << 31) else abs(n)
 
 
+@lru_cache(maxsize=65536)
 def partition_for(group_id: str, num_partitions: int = 50) -> int:
+    """Kafka's ``partitionFor``: the ``__consumer_offsets`` partition of a group (kept: every group
+    request asks it several times, and the hash is a Python loop over the id)."""
     return java_abs(java_string_hash(group_id)) % num_partitions
 
 

@@ -117,7 +117,8 @@ def test_perf_requests_drives_every_kind_without_errors_and_reads_the_brokers_cp
                         "--check-every", "1"], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
-    assert [ln.split(" ")[0] for ln in lines] == ["floor", "produce", "fetch", "metadata", "api-versions",
+    assert [ln.split(" ")[0] for ln in lines] == ["floor", "produce", "fetch", "metadata", "metadata-all",
+                                                  "api-versions",
                                                   "offset-commit", "heartbeat"]
     for ln in lines:
         assert " 0 errors" in ln and "us broker CPU/request" in ln and "requests/s" in ln, ln
