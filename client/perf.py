@@ -424,12 +424,8 @@ def _consume_confluent(args: Any, props: dict[str, Any]) -> tuple[int, int, bool
         tmeta = md.topics.get(args.topic)
         if tmeta is None or tmeta.error is not None or not tmeta.partitions:
             raise ToolError(f"topic {args.topic!r} does not exist")
-        assigned: list[float] = []
-
-        def on_assign(_consumer: Any, _partitions: Any) -> None:
-            if not assigned:
-                assigned.append(time.monotonic())
-        consumer.subscribe([args.topic], on_assign=on_assign)
+        assigned: list[float] = []   # when each assignment arrived: the first is the figure
+        consumer.subscribe([args.topic], on_assign=lambda _consumer, _parts: assigned.append(time.monotonic()))
         count = nbytes = 0
         last = time.monotonic()
         while count < args.messages:
