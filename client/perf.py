@@ -563,11 +563,6 @@ def commit_perf(argv: list[str], out=None) -> int:
     return 0
 
 
-def failover_perf(argv: list[str], out=None) -> int:
-    from .perf_failover import failover_perf as run
-    return run(argv, out)
-
-
 def _module_tool(module: str) -> Callable[[list[str]], int]:
     """A tool in a module of its own, imported when run. The broker's own benchmarks (framing,
     log-append) live with the broker, named here as zk/cli names every subcommand."""
@@ -578,7 +573,7 @@ def _module_tool(module: str) -> Callable[[list[str]], int]:
 
 
 COMMANDS = {"producer": producer_perf, "consumer": consumer_perf, "e2e": e2e_perf, "commit": commit_perf,
-            "failover": failover_perf, "framing": _module_tool("odradek.broker.network.framing_bench"),
+            "failover": _module_tool("odradek.client.perf_failover"), "framing": _module_tool("odradek.broker.network.framing_bench"),
             "log-append": _module_tool("odradek.broker.log.append_bench"),
             "requests": _module_tool("odradek.client.perf_requests"), "scale": _module_tool("odradek.zk.perf_scale")}
 

@@ -107,7 +107,7 @@ class Run:
     # ------------------------------------------------------------ views
     def conn(self, broker_id: int) -> Conn:
         if broker_id not in self.conns:
-            self.conns[broker_id] = Conn(self.cluster.brokers[broker_id].port)
+            self.conns[broker_id] = Conn(self.cluster.brokers[broker_id].port, timeout=self.args.timeout)
         return self.conns[broker_id]
 
     def live(self) -> list[int]:
@@ -315,7 +315,7 @@ def main(argv: list[str]) -> int:
             run = Run(args, count, run_dir, log)
             try:
                 result = run.run()
-            except ScaleError as exc:
+            except (ScaleError, OSError) as exc:  # OSError: a broker stopped answering
                 print(f"Error: {exc}", file=sys.stderr)
                 return 1
             finally:
