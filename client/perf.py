@@ -559,11 +559,6 @@ def commit_perf(argv: list[str], out=None) -> int:
     return 0
 
 
-def failover_perf(argv: list[str], out=None) -> int:
-    from .perf_failover import failover_perf as run
-    return run(argv, out)
-
-
 def _module_tool(module: str) -> Callable[[list[str]], int]:
     """A tool in a module of its own, imported when run. The broker's own benchmarks (framing,
     log-append) live with the broker, named here as zk/cli names every subcommand."""
@@ -574,17 +569,17 @@ def _module_tool(module: str) -> Callable[[list[str]], int]:
 
 
 COMMANDS = {"producer": producer_perf, "consumer": consumer_perf, "e2e": e2e_perf, "commit": commit_perf,
-            "failover": failover_perf, "framing": _module_tool("odradek.broker.network.framing_bench"),
+            "failover": _module_tool("odradek.client.perf_failover"), "framing": _module_tool("odradek.broker.network.framing_bench"),
             "log-append": _module_tool("odradek.broker.log.append_bench"),
-            "requests": _module_tool("odradek.client.perf_requests")}
+            "requests": _module_tool("odradek.client.perf_requests"), "scale": _module_tool("odradek.zk.perf_scale")}
 
 
 def main(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
-        print("usage: odradek perf producer|consumer|e2e|commit|failover|framing|log-append|requests [options]")
+        print("usage: odradek perf producer|consumer|e2e|commit|failover|framing|log-append|requests|scale [options]")
         return 0 if argv else 1
     if argv[0] not in COMMANDS:
-        print(f"Error: unknown perf tool {argv[0]!r} (producer, consumer, e2e, commit, failover, framing, log-append, requests)", file=sys.stderr)
+        print(f"Error: unknown perf tool {argv[0]!r} (producer, consumer, e2e, commit, failover, framing, log-append, requests, scale)", file=sys.stderr)
         return 1
     fn = COMMANDS[argv[0]]
     try:

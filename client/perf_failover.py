@@ -278,3 +278,7 @@ def failover_perf(argv: list[str], out=None) -> int:
         return 0
     finally:
         admin.close()
+
+
+def main(argv: list[str]) -> int:
+    return failover_perf(argv)
