@@ -86,6 +86,8 @@ def prepare(kind: str, bootstrap: str, topic: str, keep: list) -> tuple[str, Mod
     live while the load runs (the member) is appended to ``keep``, for the caller to close."""
     conn = _connect(bootstrap)
     address = f"{conn.host}:{conn.port}"
+    api: ModuleType
+    body: dict[str, Any]
     if kind == "api-versions":
         api, body = _api_versions, {"client_software_name": "odradek-perf", "client_software_version": "1"}
     elif kind == "metadata":
@@ -159,7 +161,7 @@ def _load(address: str, api: ModuleType, version: int, frame: bytes, connections
     host, _, port = address.rpartition(":")
     sel = selectors.DefaultSelector()
     template = bytearray(_SIZE.pack(len(frame)) + frame)
-    states = []
+    states: list[dict[str, Any]] = []
     for _ in range(connections):
         s = socket.create_connection((host, int(port)))
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

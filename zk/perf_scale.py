@@ -211,7 +211,11 @@ class Run:
         proc = self.cluster.brokers[victim].proc
         assert proc is not None
         exited: list[float] = []
-        waiter = threading.Thread(target=lambda: (proc.wait(), exited.append(time.monotonic())), daemon=True)
+
+        def wait_for_exit() -> None:
+            proc.wait()
+            exited.append(time.monotonic())
+        waiter = threading.Thread(target=wait_for_exit, daemon=True)
         survivors = [b for b in self.live() if b != victim]
         t0 = time.monotonic()
         proc.send_signal(signal.SIGTERM)

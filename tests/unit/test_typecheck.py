@@ -1,5 +1,6 @@
-"""mypy over odradek as CI runs it: ``protocol/`` under ``--strict``, ``broker/`` in mypy's
-default mode, both with the [mypy] configuration in setup.cfg.
+"""mypy over odradek as CI runs it: ``protocol/`` under ``--strict``; ``broker/``, ``zk/``,
+``client/`` (with ``odradek.testing``) and ``pipeline/`` in mypy's default mode; all with the
+[mypy] configuration in setup.cfg.
 
 Invariant: the check runs against the ``odradek.*`` package names (the repository's folders
 are mapped to them by setup.cfg's package_dir): an ``odradek/`` tree of symlinks to the
@@ -17,15 +18,16 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("protocol", "zk", "broker", "client", "pipeline")
+PACKAGES = {"protocol": "protocol", "zk": "zk", "broker": "broker", "client": "client",
+            "pipeline": "pipeline", "testing": "client/testing"}
 
 
 @pytest.fixture(scope="module")
 def mypy_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     base = tmp_path_factory.mktemp("mypy_path")
     (base / "odradek").mkdir()
-    for name in PACKAGES:
-        (base / "odradek" / name).symlink_to(ROOT / name, target_is_directory=True)
+    for name, folder in PACKAGES.items():
+        (base / "odradek" / name).symlink_to(ROOT / folder, target_is_directory=True)
     return base
 
 
@@ -52,9 +54,12 @@ def test_protocol_passes_mypy_strict(mypy_path: Path) -> None:
         + ("" if errors else result.stdout + result.stderr))
 
 
-def test_broker_passes_mypy(mypy_path: Path) -> None:
-    result = _mypy(mypy_path, "-p", "odradek.broker")
+@pytest.mark.parametrize("packages", [("broker",), ("zk", "client", "pipeline")])
+def test_the_other_packages_pass_mypy(mypy_path: Path, packages: tuple[str, ...]) -> None:
+    """(``odradek.client`` includes ``client/testing``, the ``odradek.testing`` package's folder.)"""
+    args = [a for name in packages for a in ("-p", f"odradek.{name}")]
+    result = _mypy(mypy_path, *args)
     errors = _errors(result)
     assert result.returncode == 0 and not errors, (
-        f"mypy -p odradek.broker: {len(errors)} errors\n" + "\n".join(errors)
+        f"mypy {' '.join(args)}: {len(errors)} errors\n" + "\n".join(errors)
         + ("" if errors else result.stdout + result.stderr))
