@@ -11,12 +11,12 @@ run one at a time (the shell's event queue guarantees it).
 from __future__ import annotations
 
 import logging
-from typing import Iterable, Protocol
+from typing import Awaitable, Callable, Iterable, Protocol
 
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.zk.znodes import BrokerInfo, new_topic_id
 
-from .backend import ControllerZkBackend
+from .backend import ControllerMovedError, ControllerZkBackend
 from .context import ControllerContext, PartitionReplica, TopicPartition
 from . import rebalance
 from .election import ElectionResult
@@ -94,13 +94,47 @@ class ControllerCore:
                              for b in ctx.replicas(tp))}
         self.deletion.init(queued, ineligible)
         self._send_update_metadata(ctx.live_or_shutting_down_broker_ids(), [])
-        await self.rsm.startup()
-        await self.psm.startup()
+        await self._start_state_machines()
         if hasattr(self.zk, "get_partition_reassignment"):   # (core test fakes may omit it)
             await self.reassignments.on_failover()
         await self.deletion.resume_deletions()
         log.info("controller %d: failover done (epoch %d, %d brokers, %d topics)", self.controller_id,
                  epoch, len(ctx.live_brokers), len(ctx.all_topics))
+
+    async def _start_state_machines(self) -> None:
+        """Kafka's replica then partition state machine startup, as ONE round: the live replicas
+        are told the current states, partitions without a live leader are elected from their live
+        ISR, and only then are the offline replicas removed from the ISRs they are still in.
+        Kafka removes them first (leader -1 for the partitions they led, epoch n+1) and elects
+        afterwards (epoch n+2), i.e. two LeaderAndIsr rounds; here each live replica gets one
+        LeaderAndIsr per partition, all of them in one request per broker."""
+        ctx = self.ctx
+        self.rsm.initialize_replica_states()
+        self.psm.initialize_partition_states()
+        online = [pr for pr, s in ctx.replica_states.items() if s is ReplicaState.ONLINE]
+        offline = [pr for pr, s in ctx.replica_states.items() if s is not ReplicaState.ONLINE]
+        await self._batched(lambda: self.rsm.apply(online, ReplicaState.ONLINE),
+                            lambda: self._elect_then_remove(offline))
+
+    async def _batched(self, *steps: Callable[[], Awaitable[object]]) -> None:
+        """Run the state machines' ``steps`` of one event into one batch of requests, sent once."""
+        self.batch.new_batch()
+        try:
+            for step in steps:
+                await step()
+            self.channels.send(self.batch.build())
+        except ControllerMovedError:
+            self.batch.clear()
+            raise
+
+    async def _elect_then_remove(self, offline_replicas: list[PartitionReplica]) -> None:
+        """Elect leaders for the New/Offline partitions (Kafka's triggerOnlinePartitionStateChange),
+        then take ``offline_replicas`` out of the ISRs still holding them (into the open batch)."""
+        parts = [tp for tp in self.ctx.partitions_in_state(PartitionState.NEW, PartitionState.OFFLINE)
+                 if not self.ctx.is_topic_queued_for_deletion(tp[0])]
+        results = await self.psm.apply(parts, PartitionState.ONLINE, Strategy.OFFLINE) if parts else {}
+        elected = frozenset(tp for tp, r in results.items() if not isinstance(r, Exception))
+        await self.rsm.apply(offline_replicas, ReplicaState.OFFLINE, elected)
 
     # ------------------------------------------------------------ brokers
 
@@ -160,9 +194,10 @@ class ControllerCore:
                           if not ctx.is_replica_online(st.leader, tp, include_shutting_down=True)
                           and not ctx.is_topic_queued_for_deletion(tp[0])
                           and ctx.partition_state(tp) is not PartitionState.OFFLINE]
-        await self.psm.handle_state_changes(offline_leader, PartitionState.OFFLINE)
-        await self.psm.trigger_online_partition_state_change()
-        await self.rsm.handle_state_changes(others, ReplicaState.OFFLINE)
+        # Kafka's onReplicasBecomeOffline, in one batch: the partitions they led go Offline and
+        # straight to Online (elected from the live ISR), then the replicas leave the other ISRs.
+        await self._batched(lambda: self.psm.apply(offline_leader, PartitionState.OFFLINE),
+                            lambda: self._elect_then_remove(others))
         if for_deletion:
             await self.deletion.fail_replica_deletion(for_deletion)
         if not offline_leader:
@@ -286,13 +321,11 @@ class ControllerCore:
         parts = [tp for tp in ctx.partitions_on_broker(broker_id) if acts_on(tp)]
         led = [tp for tp in parts if ctx.leadership[tp].leader == broker_id]
         followed = [tp for tp in parts if ctx.leadership[tp].leader != broker_id]
-        await self.psm.handle_state_changes(led, PartitionState.ONLINE, Strategy.CONTROLLED_SHUTDOWN)
-        if followed:
-            self.batch.new_batch()
-            for tp in followed:
-                self.batch.add_stop_replica([broker_id], tp, delete=False)
-            self.channels.send(self.batch.build())
-        await self.rsm.handle_state_changes([(tp, broker_id) for tp in followed], ReplicaState.OFFLINE)
+        # Kafka sends three batches (the elections, StopReplica to the followers, their ISR
+        # removals, which repeat the StopReplica); one batch carries the same, once each.
+        await self._batched(
+            lambda: self.psm.apply(led, PartitionState.ONLINE, Strategy.CONTROLLED_SHUTDOWN),
+            lambda: self.rsm.apply([(tp, broker_id) for tp in followed], ReplicaState.OFFLINE))
         return sorted(tp for tp, st in ctx.leadership.items() if st.leader == broker_id and acts_on(tp))
 
     # ------------------------------------------------------------ preferred election

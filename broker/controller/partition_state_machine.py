@@ -85,12 +85,19 @@ class PartitionStateMachine:
             return {}
         self.batch.new_batch()
         try:
-            results = await self._do_handle(partitions, target, strategy)
+            results = await self.apply(partitions, target, strategy)
             self.send(self.batch.build())
             return results
         except ControllerMovedError:
             self.batch.clear()
             raise
+
+    async def apply(self, partitions: Iterable[TopicPartition], target: PartitionState,
+                    strategy: Strategy | None = None
+                    ) -> dict[TopicPartition, ElectionResult | Exception]:
+        """Make the state changes, adding their requests to the open batch without sending it
+        (for a caller that sends one batch for several steps of one event)."""
+        return await self._do_handle(list(partitions), target, strategy)
 
     def _valid(self, partitions: list[TopicPartition], target: PartitionState) -> list[TopicPartition]:
         valid = []
@@ -164,10 +171,16 @@ class PartitionStateMachine:
             for tp, r in done.items():
                 if isinstance(r, Exception):
                     log.error("controller: leader election for %s failed: %s", tp, r)
-                elif r.unclean:
-                    self.stats.unclean_elections += 1
+                else:
+                    log.debug("controller: %s elected leader %d of %s, isr %s", strategy.value, r.leader, tp, r.isr)
+                    if r.unclean:
+                        self.stats.unclean_elections += 1
             finished.update(done)
-        self.stats.election_time.update((time.monotonic() - started) * 1000.0)
+        elapsed_ms = (time.monotonic() - started) * 1000.0
+        self.stats.election_time.update(elapsed_ms)
+        failed = sum(isinstance(r, Exception) for r in finished.values())
+        log.info("controller: %s leader election of %d partitions: %d elected, %d failed (%.0f ms)",
+                 strategy.value, len(partitions), len(finished) - failed, failed, elapsed_ms)
         return finished
 
     async def _unclean_allowed(self, topic: str, strategy: Strategy) -> bool:
