@@ -102,22 +102,21 @@ class ControllerCore:
                  epoch, len(ctx.live_brokers), len(ctx.all_topics))
 
     async def _start_state_machines(self) -> None:
-        """Kafka's replica then partition state machine startup, as ONE round: the live replicas
-        are told the current states, partitions without a live leader are elected from their live
-        ISR, and only then are the offline replicas removed from the ISRs they are still in.
-        Kafka removes them first (leader -1 for the partitions they led, epoch n+1) and elects
-        afterwards (epoch n+2), i.e. two LeaderAndIsr rounds; here each live replica gets one
-        LeaderAndIsr per partition, all of them in one request per broker."""
+        """Kafka's replica then partition state machine startup, without the leader -1 round: the
+        live replicas are told the current states and the partitions without a live leader are
+        elected from their live ISR (one batch), then the offline replicas leave the ISRs they are
+        still in (a second batch). Kafka removes them first (leader -1 for the partitions they
+        led, epoch n+1) and elects afterwards (epoch n+2): two LeaderAndIsr rounds."""
         ctx = self.ctx
         self.rsm.initialize_replica_states()
         self.psm.initialize_partition_states()
         online = [pr for pr, s in ctx.replica_states.items() if s is ReplicaState.ONLINE]
         offline = [pr for pr, s in ctx.replica_states.items() if s is not ReplicaState.ONLINE]
-        await self._batched(lambda: self.rsm.apply(online, ReplicaState.ONLINE),
-                            lambda: self._elect_then_remove(offline))
+        await self._elect_then_remove(offline, lambda: self.rsm.apply(online, ReplicaState.ONLINE))
 
     async def _batched(self, *steps: Callable[[], Awaitable[object]]) -> None:
-        """Run the state machines' ``steps`` of one event into one batch of requests, sent once."""
+        """Run the state machines' ``steps`` into one batch of requests (one request per broker
+        and kind, each partition once in it), sent once."""
         self.batch.new_batch()
         try:
             for step in steps:
@@ -127,14 +126,23 @@ class ControllerCore:
             self.batch.clear()
             raise
 
-    async def _elect_then_remove(self, offline_replicas: list[PartitionReplica]) -> None:
-        """Elect leaders for the New/Offline partitions (Kafka's triggerOnlinePartitionStateChange),
-        then take ``offline_replicas`` out of the ISRs still holding them (into the open batch)."""
-        parts = [tp for tp in self.ctx.partitions_in_state(PartitionState.NEW, PartitionState.OFFLINE)
-                 if not self.ctx.is_topic_queued_for_deletion(tp[0])]
-        results = await self.psm.apply(parts, PartitionState.ONLINE, Strategy.OFFLINE) if parts else {}
-        elected = frozenset(tp for tp, r in results.items() if not isinstance(r, Exception))
-        await self.rsm.apply(offline_replicas, ReplicaState.OFFLINE, elected)
+    async def _elect_then_remove(self, offline_replicas: list[PartitionReplica],
+                                 *first: Callable[[], Awaitable[object]]) -> None:
+        """One batch: the ``first`` steps, then leaders for the New/Offline partitions from their
+        live ISR (Kafka's triggerOnlinePartitionStateChange). Then a second batch, so the new
+        leaders are not held back by it: ``offline_replicas`` out of the ISRs still holding them
+        (the partitions just elected hold none of them any more: no ZooKeeper work for those)."""
+        elected: frozenset[TopicPartition] = frozenset()
+
+        async def elect() -> None:
+            nonlocal elected
+            parts = [tp for tp in self.ctx.partitions_in_state(PartitionState.NEW, PartitionState.OFFLINE)
+                     if not self.ctx.is_topic_queued_for_deletion(tp[0])]
+            results = await self.psm.apply(parts, PartitionState.ONLINE, Strategy.OFFLINE) if parts else {}
+            elected = frozenset(tp for tp, r in results.items() if not isinstance(r, Exception))
+        await self._batched(*first, elect)
+        if offline_replicas:
+            await self._batched(lambda: self.rsm.apply(offline_replicas, ReplicaState.OFFLINE, elected))
 
     # ------------------------------------------------------------ brokers
 
@@ -194,10 +202,9 @@ class ControllerCore:
                           if not ctx.is_replica_online(st.leader, tp, include_shutting_down=True)
                           and not ctx.is_topic_queued_for_deletion(tp[0])
                           and ctx.partition_state(tp) is not PartitionState.OFFLINE]
-        # Kafka's onReplicasBecomeOffline, in one batch: the partitions they led go Offline and
-        # straight to Online (elected from the live ISR), then the replicas leave the other ISRs.
-        await self._batched(lambda: self.psm.apply(offline_leader, PartitionState.OFFLINE),
-                            lambda: self._elect_then_remove(others))
+        # Kafka's onReplicasBecomeOffline: the partitions they led go Offline and straight to
+        # Online (elected from the live ISR; one batch), then the replicas leave the other ISRs.
+        await self._elect_then_remove(others, lambda: self.psm.apply(offline_leader, PartitionState.OFFLINE))
         if for_deletion:
             await self.deletion.fail_replica_deletion(for_deletion)
         if not offline_leader:
@@ -321,11 +328,14 @@ class ControllerCore:
         parts = [tp for tp in ctx.partitions_on_broker(broker_id) if acts_on(tp)]
         led = [tp for tp in parts if ctx.leadership[tp].leader == broker_id]
         followed = [tp for tp in parts if ctx.leadership[tp].leader != broker_id]
-        # Kafka sends three batches (the elections, StopReplica to the followers, their ISR
-        # removals, which repeat the StopReplica); one batch carries the same, once each.
+        async def stop_followers() -> None:
+            for tp in followed:
+                self.batch.add_stop_replica([broker_id], tp, delete=False)
+        # Kafka's steps: the elections (and the followers' StopReplica) go out at once, the
+        # followers' ISR removals (their ZooKeeper writes) after; one batch per step.
         await self._batched(
-            lambda: self.psm.apply(led, PartitionState.ONLINE, Strategy.CONTROLLED_SHUTDOWN),
-            lambda: self.rsm.apply([(tp, broker_id) for tp in followed], ReplicaState.OFFLINE))
+            lambda: self.psm.apply(led, PartitionState.ONLINE, Strategy.CONTROLLED_SHUTDOWN), stop_followers)
+        await self.rsm.handle_state_changes([(tp, broker_id) for tp in followed], ReplicaState.OFFLINE)
         return sorted(tp for tp, st in ctx.leadership.items() if st.leader == broker_id and acts_on(tp))
 
     # ------------------------------------------------------------ preferred election

@@ -404,22 +404,23 @@ def one_round_states():
             ("t", 2): S(3, 7, [3], 1, 0)}
 
 
-def assert_one_round(zk, reqs, live):
-    """t-0 (led by the dead 3) elected from its live ISR in one write, t-1 shrunk, t-2 (no live
-    ISR) left leaderless as Kafka does; each live broker gets ONE LeaderAndIsr naming each of
-    its partitions once."""
+def assert_one_round(zk, reqs, live, once=True):
+    """t-0 (led by the dead 3) elected from its live ISR in one write, never leader -1; t-1
+    shrunk; t-2 (no live ISR) left leaderless as Kafka does. Each live broker hears of t-0 once;
+    ``once``: of every partition once."""
     assert [w for w in zk.writes if w[1] == ("t", 0)] == [("set", ("t", 0), 1, 5, [1, 2])]
     assert [w for w in zk.writes if w[1] == ("t", 1)] == [("set", ("t", 1), 1, 3, [1, 2])]
     assert [w for w in zk.writes if w[1] == ("t", 2)] == [("set", ("t", 2), -1, 8, [3])]
     lais = [r for r in reqs if r.api == LEADER_AND_ISR]
-    assert sorted(r.broker_id for r in lais) == sorted(live)
-    for r in lais:
-        names = [(t["topic_name"], p["partition_index"]) for t in r.body["topic_states"]
-                 for p in t["partition_states"]]
-        assert len(names) == len(set(names))
-        states = lai_states(r)
-        assert (states[("t", 0)]["leader"], states[("t", 0)]["leader_epoch"]) == (1, 5)
-        assert states[("t", 1)]["isr"] == [1, 2]
+    assert sorted(set(r.broker_id for r in lais)) == sorted(live)
+    for b in live:
+        told = [(tp, p) for r in lais if r.broker_id == b for tp, p in lai_states(r).items()]
+        names = [tp for tp, _ in told]
+        assert names.count(("t", 0)) == 1
+        assert not once or len(names) == len(set(names))
+        last = dict(told)
+        assert (last[("t", 0)]["leader"], last[("t", 0)]["leader_epoch"]) == (1, 5)
+        assert last[("t", 1)]["isr"] == [1, 2]
 
 
 def test_controller_failover_elects_offline_partitions_in_one_round():
@@ -427,7 +428,7 @@ def test_controller_failover_elects_offline_partitions_in_one_round():
     run(core.on_controller_failover(5, 0))
     reqs = ch.take()
     encode_all(reqs)
-    assert_one_round(zk, reqs, [1, 2])
+    assert_one_round(zk, reqs, [1, 2], once=False)   # t-1: its current state, then its shrunk ISR
     assert core.ctx.partition_state(("t", 0)) is PartitionState.ONLINE
     assert core.ctx.partition_state(("t", 2)) is PartitionState.OFFLINE
     assert core.ctx.replica_state((("t", 0), 3)) is ReplicaState.OFFLINE
@@ -445,7 +446,7 @@ def test_broker_failure_is_one_round_one_request_per_broker():
     assert not [r for r in reqs if r.broker_id == 3]
 
 
-def test_controlled_shutdown_is_one_batch():
+def test_controlled_shutdown_elections_go_out_before_the_isr_removals():
     zk, ch, core = make(topics=ONE_ROUND_TOPICS, states=one_round_states())
     zk.states[("t", 2)] = S(3, 7, [3, 1], 1, 0)
     run(core.on_controller_failover(5, 0))
@@ -455,6 +456,7 @@ def test_controlled_shutdown_is_one_batch():
     encode_all(reqs)
     assert [w[1:] for w in zk.writes] == [(("t", 0), 1, 5, [1, 2]), (("t", 2), 1, 8, [1]),
                                           (("t", 1), 1, 3, [1, 2])]
-    assert sorted(r.broker_id for r in reqs if r.api == LEADER_AND_ISR) == [1, 2, 3]
-    stops = [r for r in reqs if r.api == STOP_REPLICA]
-    assert [r.broker_id for r in stops] == [3]
+    lais = [(r.broker_id, sorted(lai_states(r))) for r in reqs if r.api == LEADER_AND_ISR]
+    assert lais[:3] == [(1, [("t", 0), ("t", 2)]), (2, [("t", 0)]), (3, [("t", 0), ("t", 2)])]
+    assert sorted(lais[3:]) == [(1, [("t", 1)]), (2, [("t", 1)])]
+    assert {r.broker_id for r in reqs if r.api == STOP_REPLICA} == {3}
