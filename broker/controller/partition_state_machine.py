@@ -18,7 +18,7 @@ from odradek.zk.znodes import LeaderIsrAndControllerEpoch
 
 from ..metrics import ControllerStats
 from . import election
-from .backend import ControllerMovedError, ControllerZkBackend
+from .backend import ControllerMovedError, ControllerZkBackend, known_or_read_states
 from .context import ControllerContext, TopicPartition
 from .election import ElectionResult
 from .request_batch import ControllerRequestBatch, OutRequest
@@ -166,8 +166,15 @@ class PartitionStateMachine:
         finished: dict[TopicPartition, ElectionResult | Exception] = {}
         remaining = partitions
         started = time.monotonic()
-        while remaining:
-            done, remaining = await self._do_elect(remaining, strategy)
+        cached = True   # the first attempt decides on the states we know (its writes are conditional:
+        while remaining:  # a stale state fails on its zk_version, and is read and retried)
+            done, remaining = await self._do_elect(remaining, strategy, cached)
+            if cached:    # a failure decided on a known state is decided again on a read one
+                retry = [tp for tp, r in done.items() if isinstance(r, Exception)]
+                for tp in retry:
+                    del done[tp]
+                remaining = list(remaining) + retry
+            cached = False
             for tp, r in done.items():
                 if isinstance(r, Exception):
                     log.error("controller: leader election for %s failed: %s", tp, r)
@@ -190,9 +197,10 @@ class PartitionStateMachine:
         v = cfg.get("unclean.leader.election.enable")
         return self.unclean_default if v is None else _truthy(v)
 
-    async def _do_elect(self, partitions, strategy):
+    async def _do_elect(self, partitions, strategy, cached: bool = False):
         failed: dict[TopicPartition, Exception] = {}
-        current = await self.zk.get_partition_states(partitions)
+        current = await (known_or_read_states(self.ctx, self.zk, partitions) if cached
+                         else self.zk.get_partition_states(partitions))
         valid: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
         for tp in partitions:
             st = current.get(tp)

@@ -15,7 +15,7 @@ from typing import Callable, Iterable
 from odradek.zk.znodes import LeaderIsrAndControllerEpoch
 
 from . import election
-from .backend import ControllerMovedError, ControllerZkBackend
+from .backend import ControllerMovedError, ControllerZkBackend, known_or_read_states
 from .context import ControllerContext, PartitionReplica, TopicPartition
 from .request_batch import ControllerRequestBatch, OutRequest
 from .states import IllegalStateTransition, ReplicaState
@@ -149,8 +149,16 @@ class ReplicaStateMachine:
         out: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
         unchanged: list[TopicPartition] = []
         remaining = list(partitions)
+        cached = True   # first attempt over the known states (conditional writes: see backend)
         while remaining:
-            current = await self.zk.get_partition_states(remaining)
+            if cached:   # known states, but "not in the ISR" (no write follows) only as read
+                current = await known_or_read_states(self.ctx, self.zk, remaining)
+                unsure = [tp for tp, st in current.items() if broker_id not in st.isr]
+                if unsure:
+                    current.update(await self.zk.get_partition_states(unsure))
+            else:
+                current = await self.zk.get_partition_states(remaining)
+            cached = False
             updates: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
             for tp in remaining:
                 st = current.get(tp)

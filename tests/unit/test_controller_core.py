@@ -460,3 +460,18 @@ def test_controlled_shutdown_elections_go_out_before_the_isr_removals():
     assert lais[:3] == [(1, [("t", 0), ("t", 2)]), (2, [("t", 0)]), (3, [("t", 0), ("t", 2)])]
     assert sorted(lais[3:]) == [(1, [("t", 1)]), (2, [("t", 1)])]
     assert {r.broker_id for r in reqs if r.api == STOP_REPLICA} == {3}
+
+
+def test_elections_on_stale_known_states_are_decided_again_on_read_ones():
+    """The first attempt uses the states the controller knows; ZooKeeper changed behind it (a
+    leader writing its ISR directly, as before AlterIsr) costs a retry, never a wrong leader."""
+    zk, ch, core = make(topics=ONE_ROUND_TOPICS, states=one_round_states())
+    run(core.on_controller_failover(5, 0))
+    zk.states[("t", 0)] = S(3, 4, [3, 2], 1, 1)      # 1 left t-0's ISR
+    zk.states[("t", 2)] = S(3, 7, [3, 1], 1, 1)      # 1 joined t-2's ISR
+    zk.states[("t", 1)] = S(1, 2, [1, 2], 1, 1)      # 3 already left t-1's ISR
+    del zk.brokers[3]
+    run(core.on_broker_change())
+    assert (zk.states[("t", 0)].leader, zk.states[("t", 0)].isr) == (2, [2])
+    assert (zk.states[("t", 2)].leader, zk.states[("t", 2)].isr) == (1, [1])
+    assert zk.states[("t", 1)] == S(1, 2, [1, 2], 1, 1)
