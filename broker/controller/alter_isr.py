@@ -56,9 +56,11 @@ async def alter_isr(core: ControllerCore, broker_id: int, broker_epoch: int,
     if writes:
         result = await core.zk.update_partition_states(writes)
         for tp, state in result.succeeded.items():
-            log.info("controller: ISR of %s-%d is %s now (AlterIsr from broker %d)", *tp, state.isr, broker_id)
+            log.debug("controller: ISR of %s-%d is %s now (AlterIsr from broker %d)", *tp, state.isr, broker_id)
             ctx.leadership[tp] = state
             out[tp] = state
+        log.info("controller: AlterIsr from broker %d: %d ISRs written, %d stale", broker_id,
+                 len(result.succeeded), len(result.bad_version))
         for tp in result.bad_version:
             out[tp] = ErrorCode.INVALID_UPDATE_VERSION
         for tp, exc in result.failed.items():

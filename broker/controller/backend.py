@@ -55,6 +55,19 @@ class ControllerZkBackend(Protocol):
     async def setup_feature_versioning(self, enabled: bool) -> None: ...
 
 
+async def known_or_read_states(ctx: ControllerContext, zk: ControllerZkBackend,
+                               partitions: list[TopicPartition]
+                               ) -> dict[TopicPartition, LeaderIsrAndControllerEpoch]:
+    """The partitions' states as last read or written, reading only the unknown ones. For a
+    first write attempt: every state write is conditional on the zk_version, so a stale state
+    costs one failed write, a read and a retry, never a wrong state (Kafka reads them all)."""
+    current = {tp: ctx.leadership[tp] for tp in partitions if tp in ctx.leadership}
+    missing = [tp for tp in partitions if tp not in current]
+    if missing:
+        current.update(await zk.get_partition_states(missing))
+    return current
+
+
 class Watches(Protocol):
     """Zero-argument callbacks (called on a kazoo thread) the backend arms on reads."""
     def broker_change(self) -> None: ...

@@ -11,12 +11,12 @@ run one at a time (the shell's event queue guarantees it).
 from __future__ import annotations
 
 import logging
-from typing import Iterable, Protocol
+from typing import Awaitable, Callable, Iterable, Protocol
 
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.zk.znodes import BrokerInfo, new_topic_id
 
-from .backend import ControllerZkBackend
+from .backend import ControllerMovedError, ControllerZkBackend
 from .context import ControllerContext, PartitionReplica, TopicPartition
 from . import rebalance
 from .election import ElectionResult
@@ -94,13 +94,55 @@ class ControllerCore:
                              for b in ctx.replicas(tp))}
         self.deletion.init(queued, ineligible)
         self._send_update_metadata(ctx.live_or_shutting_down_broker_ids(), [])
-        await self.rsm.startup()
-        await self.psm.startup()
+        await self._start_state_machines()
         if hasattr(self.zk, "get_partition_reassignment"):   # (core test fakes may omit it)
             await self.reassignments.on_failover()
         await self.deletion.resume_deletions()
         log.info("controller %d: failover done (epoch %d, %d brokers, %d topics)", self.controller_id,
                  epoch, len(ctx.live_brokers), len(ctx.all_topics))
+
+    async def _start_state_machines(self) -> None:
+        """Kafka's replica then partition state machine startup, without the leader -1 round: the
+        live replicas are told the current states and the partitions without a live leader are
+        elected from their live ISR (one batch), then the offline replicas leave the ISRs they are
+        still in (a second batch). Kafka removes them first (leader -1 for the partitions they
+        led, epoch n+1) and elects afterwards (epoch n+2): two LeaderAndIsr rounds."""
+        ctx = self.ctx
+        self.rsm.initialize_replica_states()
+        self.psm.initialize_partition_states()
+        online = [pr for pr, s in ctx.replica_states.items() if s is ReplicaState.ONLINE]
+        offline = [pr for pr, s in ctx.replica_states.items() if s is not ReplicaState.ONLINE]
+        await self._elect_then_remove(offline, lambda: self.rsm.apply(online, ReplicaState.ONLINE))
+
+    async def _batched(self, *steps: Callable[[], Awaitable[object]]) -> None:
+        """Run the state machines' ``steps`` into one batch of requests (one request per broker
+        and kind, each partition once in it), sent once."""
+        self.batch.new_batch()
+        try:
+            for step in steps:
+                await step()
+            self.channels.send(self.batch.build())
+        except ControllerMovedError:
+            self.batch.clear()
+            raise
+
+    async def _elect_then_remove(self, offline_replicas: list[PartitionReplica],
+                                 *first: Callable[[], Awaitable[object]]) -> None:
+        """One batch: the ``first`` steps, then leaders for the New/Offline partitions from their
+        live ISR (Kafka's triggerOnlinePartitionStateChange). Then a second batch, so the new
+        leaders are not held back by it: ``offline_replicas`` out of the ISRs still holding them
+        (the partitions just elected hold none of them any more: no ZooKeeper work for those)."""
+        elected: frozenset[TopicPartition] = frozenset()
+
+        async def elect() -> None:
+            nonlocal elected
+            parts = [tp for tp in self.ctx.partitions_in_state(PartitionState.NEW, PartitionState.OFFLINE)
+                     if not self.ctx.is_topic_queued_for_deletion(tp[0])]
+            results = await self.psm.apply(parts, PartitionState.ONLINE, Strategy.OFFLINE) if parts else {}
+            elected = frozenset(tp for tp, r in results.items() if not isinstance(r, Exception))
+        await self._batched(*first, elect)
+        if offline_replicas:
+            await self._batched(lambda: self.rsm.apply(offline_replicas, ReplicaState.OFFLINE, elected))
 
     # ------------------------------------------------------------ brokers
 
@@ -160,9 +202,9 @@ class ControllerCore:
                           if not ctx.is_replica_online(st.leader, tp, include_shutting_down=True)
                           and not ctx.is_topic_queued_for_deletion(tp[0])
                           and ctx.partition_state(tp) is not PartitionState.OFFLINE]
-        await self.psm.handle_state_changes(offline_leader, PartitionState.OFFLINE)
-        await self.psm.trigger_online_partition_state_change()
-        await self.rsm.handle_state_changes(others, ReplicaState.OFFLINE)
+        # Kafka's onReplicasBecomeOffline: the partitions they led go Offline and straight to
+        # Online (elected from the live ISR; one batch), then the replicas leave the other ISRs.
+        await self._elect_then_remove(others, lambda: self.psm.apply(offline_leader, PartitionState.OFFLINE))
         if for_deletion:
             await self.deletion.fail_replica_deletion(for_deletion)
         if not offline_leader:
@@ -286,12 +328,13 @@ class ControllerCore:
         parts = [tp for tp in ctx.partitions_on_broker(broker_id) if acts_on(tp)]
         led = [tp for tp in parts if ctx.leadership[tp].leader == broker_id]
         followed = [tp for tp in parts if ctx.leadership[tp].leader != broker_id]
-        await self.psm.handle_state_changes(led, PartitionState.ONLINE, Strategy.CONTROLLED_SHUTDOWN)
-        if followed:
-            self.batch.new_batch()
+        async def stop_followers() -> None:
             for tp in followed:
                 self.batch.add_stop_replica([broker_id], tp, delete=False)
-            self.channels.send(self.batch.build())
+        # Kafka's steps: the elections (and the followers' StopReplica) go out at once, the
+        # followers' ISR removals (their ZooKeeper writes) after; one batch per step.
+        await self._batched(
+            lambda: self.psm.apply(led, PartitionState.ONLINE, Strategy.CONTROLLED_SHUTDOWN), stop_followers)
         await self.rsm.handle_state_changes([(tp, broker_id) for tp in followed], ReplicaState.OFFLINE)
         return sorted(tp for tp, st in ctx.leadership.items() if st.leader == broker_id and acts_on(tp))
 

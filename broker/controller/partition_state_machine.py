@@ -18,7 +18,7 @@ from odradek.zk.znodes import LeaderIsrAndControllerEpoch
 
 from ..metrics import ControllerStats
 from . import election
-from .backend import ControllerMovedError, ControllerZkBackend
+from .backend import ControllerMovedError, ControllerZkBackend, known_or_read_states
 from .context import ControllerContext, TopicPartition
 from .election import ElectionResult
 from .request_batch import ControllerRequestBatch, OutRequest
@@ -85,12 +85,19 @@ class PartitionStateMachine:
             return {}
         self.batch.new_batch()
         try:
-            results = await self._do_handle(partitions, target, strategy)
+            results = await self.apply(partitions, target, strategy)
             self.send(self.batch.build())
             return results
         except ControllerMovedError:
             self.batch.clear()
             raise
+
+    async def apply(self, partitions: Iterable[TopicPartition], target: PartitionState,
+                    strategy: Strategy | None = None
+                    ) -> dict[TopicPartition, ElectionResult | Exception]:
+        """Make the state changes, adding their requests to the open batch without sending it
+        (for a caller that sends one batch for several steps of one event)."""
+        return await self._do_handle(list(partitions), target, strategy)
 
     def _valid(self, partitions: list[TopicPartition], target: PartitionState) -> list[TopicPartition]:
         valid = []
@@ -159,15 +166,28 @@ class PartitionStateMachine:
         finished: dict[TopicPartition, ElectionResult | Exception] = {}
         remaining = partitions
         started = time.monotonic()
-        while remaining:
-            done, remaining = await self._do_elect(remaining, strategy)
+        cached = True   # the first attempt decides on the states we know (its writes are conditional:
+        while remaining:  # a stale state fails on its zk_version, and is read and retried)
+            done, remaining = await self._do_elect(remaining, strategy, cached)
+            if cached:    # a failure decided on a known state is decided again on a read one
+                retry = [tp for tp, r in done.items() if isinstance(r, Exception)]
+                for tp in retry:
+                    del done[tp]
+                remaining = list(remaining) + retry
+            cached = False
             for tp, r in done.items():
                 if isinstance(r, Exception):
                     log.error("controller: leader election for %s failed: %s", tp, r)
-                elif r.unclean:
-                    self.stats.unclean_elections += 1
+                else:
+                    log.debug("controller: %s elected leader %d of %s, isr %s", strategy.value, r.leader, tp, r.isr)
+                    if r.unclean:
+                        self.stats.unclean_elections += 1
             finished.update(done)
-        self.stats.election_time.update((time.monotonic() - started) * 1000.0)
+        elapsed_ms = (time.monotonic() - started) * 1000.0
+        self.stats.election_time.update(elapsed_ms)
+        failed = sum(isinstance(r, Exception) for r in finished.values())
+        log.info("controller: %s leader election of %d partitions: %d elected, %d failed (%.0f ms)",
+                 strategy.value, len(partitions), len(finished) - failed, failed, elapsed_ms)
         return finished
 
     async def _unclean_allowed(self, topic: str, strategy: Strategy) -> bool:
@@ -177,9 +197,10 @@ class PartitionStateMachine:
         v = cfg.get("unclean.leader.election.enable")
         return self.unclean_default if v is None else _truthy(v)
 
-    async def _do_elect(self, partitions, strategy):
+    async def _do_elect(self, partitions, strategy, cached: bool = False):
         failed: dict[TopicPartition, Exception] = {}
-        current = await self.zk.get_partition_states(partitions)
+        current = await (known_or_read_states(self.ctx, self.zk, partitions) if cached
+                         else self.zk.get_partition_states(partitions))
         valid: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
         for tp in partitions:
             st = current.get(tp)

@@ -15,7 +15,7 @@ from typing import Callable, Iterable
 from odradek.zk.znodes import LeaderIsrAndControllerEpoch
 
 from . import election
-from .backend import ControllerMovedError, ControllerZkBackend
+from .backend import ControllerMovedError, ControllerZkBackend, known_or_read_states
 from .context import ControllerContext, PartitionReplica, TopicPartition
 from .request_batch import ControllerRequestBatch, OutRequest
 from .states import IllegalStateTransition, ReplicaState
@@ -51,15 +51,22 @@ class ReplicaStateMachine:
             return
         self.batch.new_batch()
         try:
-            by_broker: dict[int, list[PartitionReplica]] = {}
-            for pr in replicas:
-                by_broker.setdefault(pr[1], []).append(pr)
-            for broker_id in sorted(by_broker):
-                await self._do_handle(broker_id, by_broker[broker_id], target)
+            await self.apply(replicas, target)
             self.send(self.batch.build())
         except ControllerMovedError:
             self.batch.clear()
             raise
+
+    async def apply(self, replicas: Iterable[PartitionReplica], target: ReplicaState,
+                    fresh: frozenset[TopicPartition] = frozenset()) -> None:
+        """Make the state changes, adding their requests to the open batch without sending it.
+        ``fresh``: partitions whose state this controller wrote earlier in the same event (their
+        cached state is current: a replica already out of their ISR needs no ZooKeeper read)."""
+        by_broker: dict[int, list[PartitionReplica]] = {}
+        for pr in replicas:
+            by_broker.setdefault(pr[1], []).append(pr)
+        for broker_id in sorted(by_broker):
+            await self._do_handle(broker_id, by_broker[broker_id], target, fresh)
 
     def _put(self, pr: PartitionReplica, target: ReplicaState) -> None:
         self.ctx.replica_states[pr] = self.ctx.replica_state(pr).transition_to(target)
@@ -74,7 +81,8 @@ class ReplicaStateMachine:
                 log.error("controller: invalid replica state change for %s: %s", pr, exc)
         return out
 
-    async def _do_handle(self, broker_id: int, replicas: list[PartitionReplica], target: ReplicaState) -> None:
+    async def _do_handle(self, broker_id: int, replicas: list[PartitionReplica], target: ReplicaState,
+                         fresh: frozenset[TopicPartition] = frozenset()) -> None:
         valid = self._valid(replicas, target)
         ctx, batch = self.ctx, self.batch
         if target is ReplicaState.NEW:
@@ -103,11 +111,19 @@ class ReplicaStateMachine:
                 batch.add_stop_replica([broker_id], pr[0], delete=False)
             with_info = [pr for pr in valid if pr[0] in ctx.leadership]
             without = [pr for pr in valid if pr[0] not in ctx.leadership]
-            updated = await self.remove_replicas_from_isr(broker_id, [pr[0] for pr in with_info])
+            # Already out of an ISR this event wrote (the partitions it just elected leaders for):
+            # nothing to write or tell.
+            done = {pr for pr in with_info if pr[0] in fresh and broker_id not in ctx.leadership[pr[0]].isr}
+            for pr in done:
+                self._put(pr, target)
+            updated, unchanged = await self.remove_replicas_from_isr(
+                broker_id, [pr[0] for pr in with_info if pr not in done])
             for tp, st in updated.items():
                 if not ctx.is_topic_queued_for_deletion(tp[0]):
                     recipients = [b for b in ctx.replicas(tp) if b != broker_id]
                     batch.add_leader_and_isr(recipients, tp, st, ctx.replicas(tp), is_new=False)
+                self._put((tp, broker_id), target)
+            for tp in unchanged:   # not in the ISR already: no LeaderAndIsr (as Kafka)
                 self._put((tp, broker_id), target)
             for pr in without:
                 batch.add_update_metadata(ctx.live_or_shutting_down_broker_ids(), [pr[0]])
@@ -126,12 +142,23 @@ class ReplicaStateMachine:
                 ctx.replica_states.pop(pr, None)
 
     async def remove_replicas_from_isr(self, broker_id: int, partitions: list[TopicPartition]
-                                       ) -> dict[TopicPartition, LeaderIsrAndControllerEpoch]:
-        """Shrink the ISR in ZooKeeper (with retries on zk_version races); the resulting states."""
+                                       ) -> tuple[dict[TopicPartition, LeaderIsrAndControllerEpoch],
+                                                  list[TopicPartition]]:
+        """Shrink the ISR in ZooKeeper (with retries on zk_version races): the states written,
+        and the partitions whose ISR did not hold the replica already."""
         out: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
+        unchanged: list[TopicPartition] = []
         remaining = list(partitions)
+        cached = True   # first attempt over the known states (conditional writes: see backend)
         while remaining:
-            current = await self.zk.get_partition_states(remaining)
+            if cached:   # known states, but "not in the ISR" (no write follows) only as read
+                current = await known_or_read_states(self.ctx, self.zk, remaining)
+                unsure = [tp for tp, st in current.items() if broker_id not in st.isr]
+                if unsure:
+                    current.update(await self.zk.get_partition_states(unsure))
+            else:
+                current = await self.zk.get_partition_states(remaining)
+            cached = False
             updates: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
             for tp in remaining:
                 st = current.get(tp)
@@ -144,9 +171,8 @@ class ReplicaStateMachine:
                     log.error("controller: state of %s written by a newer controller", tp)
                     continue
                 if broker_id not in st.isr:
-                    st.controller_epoch = self.ctx.epoch
                     self.ctx.leadership[tp] = st
-                    out[tp] = st
+                    unchanged.append(tp)
                     continue
                 leader, isr = election.remove_replica_from_isr(st.leader, st.isr, broker_id)
                 updates[tp] = LeaderIsrAndControllerEpoch(leader, st.leader_epoch + 1, isr,
@@ -160,4 +186,4 @@ class ReplicaStateMachine:
             for tp, exc in res.failed.items():
                 log.error("controller: removing %d from the ISR of %s failed: %r", broker_id, tp, exc)
             remaining = list(res.bad_version)
-        return out
+        return out, unchanged

@@ -179,12 +179,15 @@ class ControllerRequestBatch:
             except KeyError:
                 ep = info.endpoint()
             live_leaders.append({"broker_id": b, "host_name": ep.host, "port": ep.port})
+        # One dict per partition, shared by the layout before v2 (ungrouped) and from v2 on
+        # (grouped by topic): the codec only reads them.
+        states = {tp: pstate(tp, e) for tp, e in sorted(entries.items())}
         return {
             "controller_id": self.controller_id, "controller_epoch": self.ctx.epoch,
             "broker_epoch": self.ctx.broker_epoch(broker_id), "type": 0,
-            "ungrouped_partition_states": [pstate(tp, e) for tp, e in sorted(entries.items())],
+            "ungrouped_partition_states": list(states.values()),
             "topic_states": [{"topic_name": t, "topic_id": self._topic_id(t),
-                              "partition_states": [pstate((t, p), e) for p, e in ps]}
+                              "partition_states": [states[(t, p)] for p, _ in ps]}
                              for t, ps in _group(entries).items()],
             "live_leaders": live_leaders,
         }

@@ -392,3 +392,86 @@ def test_partition_addition():
     zk.topics["t"][1] = [3, 1]
     run(core.on_partition_modification("t"))
     assert zk.states[("t", 1)].leader == 3
+
+
+# ---------------------------------------------------------------- one round per event (issue 17 item 6)
+
+ONE_ROUND_TOPICS = {"t": {0: [3, 1, 2], 1: [1, 2, 3], 2: [3, 1]}}
+
+
+def one_round_states():
+    return {("t", 0): S(3, 4, [3, 1, 2], 1, 0), ("t", 1): S(1, 2, [1, 2, 3], 1, 0),
+            ("t", 2): S(3, 7, [3], 1, 0)}
+
+
+def assert_one_round(zk, reqs, live, once=True):
+    """t-0 (led by the dead 3) elected from its live ISR in one write, never leader -1; t-1
+    shrunk; t-2 (no live ISR) left leaderless as Kafka does. Each live broker hears of t-0 once;
+    ``once``: of every partition once."""
+    assert [w for w in zk.writes if w[1] == ("t", 0)] == [("set", ("t", 0), 1, 5, [1, 2])]
+    assert [w for w in zk.writes if w[1] == ("t", 1)] == [("set", ("t", 1), 1, 3, [1, 2])]
+    assert [w for w in zk.writes if w[1] == ("t", 2)] == [("set", ("t", 2), -1, 8, [3])]
+    lais = [r for r in reqs if r.api == LEADER_AND_ISR]
+    assert sorted(set(r.broker_id for r in lais)) == sorted(live)
+    for b in live:
+        told = [(tp, p) for r in lais if r.broker_id == b for tp, p in lai_states(r).items()]
+        names = [tp for tp, _ in told]
+        assert names.count(("t", 0)) == 1
+        assert not once or len(names) == len(set(names))
+        last = dict(told)
+        assert (last[("t", 0)]["leader"], last[("t", 0)]["leader_epoch"]) == (1, 5)
+        assert last[("t", 1)]["isr"] == [1, 2]
+
+
+def test_controller_failover_elects_offline_partitions_in_one_round():
+    zk, ch, core = make(brokers=(1, 2), topics=ONE_ROUND_TOPICS, states=one_round_states())
+    run(core.on_controller_failover(5, 0))
+    reqs = ch.take()
+    encode_all(reqs)
+    assert_one_round(zk, reqs, [1, 2], once=False)   # t-1: its current state, then its shrunk ISR
+    assert core.ctx.partition_state(("t", 0)) is PartitionState.ONLINE
+    assert core.ctx.partition_state(("t", 2)) is PartitionState.OFFLINE
+    assert core.ctx.replica_state((("t", 0), 3)) is ReplicaState.OFFLINE
+
+
+def test_broker_failure_is_one_round_one_request_per_broker():
+    zk, ch, core = make(topics=ONE_ROUND_TOPICS, states=one_round_states())
+    run(core.on_controller_failover(5, 0))
+    ch.take()
+    del zk.brokers[3]
+    run(core.on_broker_change())
+    reqs = ch.take()
+    encode_all(reqs)
+    assert_one_round(zk, reqs, [1, 2])
+    assert not [r for r in reqs if r.broker_id == 3]
+
+
+def test_controlled_shutdown_elections_go_out_before_the_isr_removals():
+    zk, ch, core = make(topics=ONE_ROUND_TOPICS, states=one_round_states())
+    zk.states[("t", 2)] = S(3, 7, [3, 1], 1, 0)
+    run(core.on_controller_failover(5, 0))
+    ch.take()
+    assert run(core.controlled_shutdown(3, broker(3).epoch)) == []
+    reqs = ch.take()
+    encode_all(reqs)
+    assert [w[1:] for w in zk.writes] == [(("t", 0), 1, 5, [1, 2]), (("t", 2), 1, 8, [1]),
+                                          (("t", 1), 1, 3, [1, 2])]
+    lais = [(r.broker_id, sorted(lai_states(r))) for r in reqs if r.api == LEADER_AND_ISR]
+    assert lais[:3] == [(1, [("t", 0), ("t", 2)]), (2, [("t", 0)]), (3, [("t", 0), ("t", 2)])]
+    assert sorted(lais[3:]) == [(1, [("t", 1)]), (2, [("t", 1)])]
+    assert {r.broker_id for r in reqs if r.api == STOP_REPLICA} == {3}
+
+
+def test_elections_on_stale_known_states_are_decided_again_on_read_ones():
+    """The first attempt uses the states the controller knows; ZooKeeper changed behind it (a
+    leader writing its ISR directly, as before AlterIsr) costs a retry, never a wrong leader."""
+    zk, ch, core = make(topics=ONE_ROUND_TOPICS, states=one_round_states())
+    run(core.on_controller_failover(5, 0))
+    zk.states[("t", 0)] = S(3, 4, [3, 2], 1, 1)      # 1 left t-0's ISR
+    zk.states[("t", 2)] = S(3, 7, [3, 1], 1, 1)      # 1 joined t-2's ISR
+    zk.states[("t", 1)] = S(1, 2, [1, 2], 1, 1)      # 3 already left t-1's ISR
+    del zk.brokers[3]
+    run(core.on_broker_change())
+    assert (zk.states[("t", 0)].leader, zk.states[("t", 0)].isr) == (2, [2])
+    assert (zk.states[("t", 2)].leader, zk.states[("t", 2)].isr) == (1, [1])
+    assert zk.states[("t", 1)] == S(1, 2, [1, 2], 1, 1)
