@@ -32,6 +32,8 @@ from odradek.protocol.apis import offset_for_leader_epoch as epoch_api
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.record_batch import iter_headers
 
+from .isr_maintenance import examples
+
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
@@ -457,6 +459,7 @@ class ReplicaFetcherManager:
         """Follow each partition's leader from its HW (after truncation)."""
         tps = [p.tp for p in partitions]
         self.remove_partitions(tps, shutdown_idle=False)
+        by_leader: dict[int, list[str]] = {}
         for p in partitions:
             ep = self.endpoint(p.leader_id)
             if ep is None or p.leader_id < 0:
@@ -476,8 +479,11 @@ class ReplicaFetcherManager:
                 entry = self.fetchers[key] = (ep, fetcher)
                 fetcher.start()
             entry[1].add_partitions({p.tp: (p.high_watermark, p.leader_epoch)})
-            log.info("fetching %s-%d from broker %d at epoch %d (HW %d, LEO %d)", p.topic, p.partition,
-                     p.leader_id, p.leader_epoch, p.high_watermark, p.log_end_offset)
+            log.debug("fetching %s-%d from broker %d at epoch %d (HW %d, LEO %d)", p.topic, p.partition,
+                      p.leader_id, p.leader_epoch, p.high_watermark, p.log_end_offset)
+            by_leader.setdefault(p.leader_id, []).append(f"{p.topic}-{p.partition}")
+        for leader, names in sorted(by_leader.items()):
+            log.info("fetching %d partitions from broker %d (%s)", len(names), leader, examples(names))
         self.shutdown_idle()
 
     def remove_partitions(self, tps: Iterable[TopicPartition], shutdown_idle: bool = True) -> None:
