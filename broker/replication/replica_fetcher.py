@@ -343,13 +343,18 @@ class ReplicaFetcher:
             log.info("%s: fetch error %s", self.name, ErrorCode(resp.error_code).name)
             self._delay(requested, {tp: s for tp, (s, _) in requested.items()})
             return
+        backoffs: dict[str, list[str]] = {}
         for t in resp.responses:
             for r in t.partition_responses:
                 tp = (t.topic, r.partition)
                 if tp in requested:
-                    await self._process_partition(tp, requested[tp][0], requested[tp][1], r)
+                    await self._process_partition(tp, requested[tp][0], requested[tp][1], r, backoffs)
+        for code_name, names in backoffs.items():
+            log.info("%s: fetch of %d partitions: %s; backing off (%s)", self.name, len(names), code_name,
+                     examples(names))
 
-    async def _process_partition(self, tp: TopicPartition, st: PartitionFetchState, offset: int, r: Any) -> None:
+    async def _process_partition(self, tp: TopicPartition, st: PartitionFetchState, offset: int, r: Any,
+                                 backoffs: dict[str, list[str]]) -> None:
         p = self._current(tp, st)
         if p is None or st.status is not FetchStatus.FETCHING or st.fetch_offset != offset:
             return
@@ -379,7 +384,8 @@ class ReplicaFetcher:
         elif code == ErrorCode.FENCED_LEADER_EPOCH:
             self._fenced(tp)
         else:
-            log.info("%s: fetch of %s-%d: %s; backing off", self.name, tp[0], tp[1], code.name)
+            log.debug("%s: fetch of %s-%d: %s; backing off", self.name, tp[0], tp[1], code.name)
+            backoffs.setdefault(code.name, []).append(f"{tp[0]}-{tp[1]}")
             self._delay([tp], {tp: st})
 
     async def _handle_out_of_range(self, tp: TopicPartition, st: PartitionFetchState) -> None:
@@ -460,11 +466,11 @@ class ReplicaFetcherManager:
         tps = [p.tp for p in partitions]
         self.remove_partitions(tps, shutdown_idle=False)
         by_leader: dict[int, list[str]] = {}
+        no_endpoint: dict[int, list[str]] = {}
         for p in partitions:
             ep = self.endpoint(p.leader_id)
             if ep is None or p.leader_id < 0:
-                log.warning("no endpoint for leader %d of %s-%d; not fetching until the next LeaderAndIsr",
-                            p.leader_id, p.topic, p.partition)
+                no_endpoint.setdefault(p.leader_id, []).append(f"{p.topic}-{p.partition}")
                 continue
             fid = fetcher_id(p.tp, self.num_fetchers)
             key = (p.leader_id, fid)
@@ -484,6 +490,9 @@ class ReplicaFetcherManager:
             by_leader.setdefault(p.leader_id, []).append(f"{p.topic}-{p.partition}")
         for leader, names in sorted(by_leader.items()):
             log.info("fetching %d partitions from broker %d (%s)", len(names), leader, examples(names))
+        for leader, names in sorted(no_endpoint.items()):
+            log.warning("no endpoint for leader %d of %d partitions (%s); not fetching them until the next "
+                        "LeaderAndIsr", leader, len(names), examples(names))
         self.shutdown_idle()
 
     def remove_partitions(self, tps: Iterable[TopicPartition], shutdown_idle: bool = True) -> None:
