@@ -94,6 +94,13 @@ class TopicIdWriter:
     def pending(self) -> int:
         return len(self._pending)
 
+    def write_pending(self) -> None:
+        """At shutdown: write whatever is still queued or in flight, here and now (a batch still on
+        the thread may write the same file too: same content, each write atomic)."""
+        pending = list(self._pending.items())
+        self._batch = []
+        self._written(pending, write_topic_ids(pending, self._wanted))
+
     def _wanted(self, log_dir: str, topic_id: uuid.UUID) -> bool:
         return self._pending.get(log_dir) == topic_id   # one dict read: safe from the thread
 

@@ -130,6 +130,7 @@ class ReplicaManager(IsrMaintenance):
         self.produce_purgatory.shutdown()
         self.fetch_purgatory.shutdown()
         self.delete_records_purgatory.shutdown()
+        self.topic_ids.write_pending()
         self.checkpoint_high_watermarks()
 
     # ------------------------------------------------------------------ lookups

@@ -160,3 +160,13 @@ def test_min_bytes_add_up_over_keys_and_a_lost_partition_answers_at_once(b):
     purgatory2 = parked_fetch(b, readable2, 10, 100, responses2)
     readable2.bytes[("t", 9)] = None             # leadership lost: answer now
     assert purgatory2.check_and_complete(("t", 9)) == 1 and responses2 == ["read"]
+
+
+def test_a_clean_shutdown_writes_what_is_still_queued(b):
+    ids = {"t": new_topic_id(), "u": new_topic_id()}
+    lead(b, "t", ids, 3)        # its batch is on the thread
+    lead(b, "u", ids, 2)        # queued behind it
+    b.rm.shutdown()
+    assert set(metadata_files(b).values()) == {ids["t"], ids["u"]} and b.rm.topic_ids.pending() == 0
+    b.thread.run_next()         # the batch that was in flight finds nothing left to write
+    assert not b.thread.jobs
