@@ -40,6 +40,7 @@ TopicPartition = tuple[str, int]
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
 FETCH_VERSION = 11
+FENCED = ErrorCode.FENCED_LEADER_EPOCH.name   # gathered apart from the partitions backing off
 EPOCH_VERSION = 3
 LIST_OFFSETS_VERSION = 5
 # what the follower's append answers for a batch it cannot trust (validator.validate_replicated)
@@ -292,8 +293,13 @@ class ReplicaFetcher:
         if completed:
             st.status = FetchStatus.FETCHING
 
-    def _fenced(self, tp: TopicPartition) -> None:
-        log.info("%s: %s-%d fenced by the leader's newer epoch; waiting for LeaderAndIsr", self.name, *tp)
+    def _fenced(self, tp: TopicPartition, fenced: list[str] | None = None) -> None:
+        """The leader has a newer epoch: stop fetching ``tp`` until a LeaderAndIsr names it (logged
+        here, or gathered in ``fenced`` for one line per response)."""
+        if fenced is None:
+            log.info("%s: %s-%d fenced by the leader's newer epoch; waiting for LeaderAndIsr", self.name, *tp)
+        else:
+            fenced.append(f"{tp[0]}-{tp[1]}")
         self.partitions.pop(tp, None)
 
     # -------------------------------------------------------------- fetching
@@ -350,8 +356,12 @@ class ReplicaFetcher:
                 if tp in requested:
                     await self._process_partition(tp, requested[tp][0], requested[tp][1], r, backoffs)
         for code_name, names in backoffs.items():
-            log.info("%s: fetch of %d partitions: %s; backing off (%s)", self.name, len(names), code_name,
-                     examples(names))
+            if code_name == FENCED:
+                log.info("%s: %d partitions fenced by the leader's newer epoch; waiting for LeaderAndIsr (%s)",
+                         self.name, len(names), examples(names))
+            else:
+                log.info("%s: fetch of %d partitions: %s; backing off (%s)", self.name, len(names), code_name,
+                         examples(names))
 
     async def _process_partition(self, tp: TopicPartition, st: PartitionFetchState, offset: int, r: Any,
                                  backoffs: dict[str, list[str]]) -> None:
@@ -382,7 +392,7 @@ class ReplicaFetcher:
         elif code == ErrorCode.OFFSET_OUT_OF_RANGE:
             await self._handle_out_of_range(tp, st)
         elif code == ErrorCode.FENCED_LEADER_EPOCH:
-            self._fenced(tp)
+            self._fenced(tp, backoffs.setdefault(FENCED, []))
         else:
             log.debug("%s: fetch of %s-%d: %s; backing off", self.name, tp[0], tp[1], code.name)
             backoffs.setdefault(code.name, []).append(f"{tp[0]}-{tp[1]}")
