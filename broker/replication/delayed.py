@@ -224,7 +224,9 @@ class DelayedFetch(DelayedOperation):
     at once (leadership lost, offset no longer valid). ``read(params)`` builds the results.
     The full check records each partition's figure; a key's check refreshes that key's
     partitions only (every change of a partition fires its key), and the fetch completes
-    when the recorded figures add up to min_bytes.
+    when the recorded figures add up to min_bytes. (A partition held back by the leader's
+    replication quota counts 0 until its key fires again or the fetch times out; Kafka's
+    tryComplete would also notice the quota lifting on another partition's event.)
     """
 
     def __init__(self, params: FetchParams,
