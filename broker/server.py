@@ -130,7 +130,8 @@ class KafkaServer:
         self.replica_manager = ReplicaManager(
             self.broker_id, cfg, self.log_manager, self.metadata_cache, self.reactor, self._log_config_for,
             isr_writer=lambda tp, state: self._in_thread(zk.conditional_update_partition_state, tp, state),
-            isr_notifier=lambda tps: self._in_thread(zk.create_isr_change_notification, tps))
+            isr_notifier=lambda tps: self._in_thread(zk.create_isr_change_notification, tps),
+            run_blocking=self._in_thread)
         from .replication.replica_fetcher import ReplicaFetcherManager
         self.fetcher_manager = ReplicaFetcherManager(self.broker_id, cfg, self.replica_manager, self.reactor,
                                                      security=self.inter_broker_security)

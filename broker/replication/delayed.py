@@ -5,7 +5,12 @@ returns True (checked at watch time and on every ``check_and_complete(key)`` for
 one of its keys) or when its timer fires (``expired`` is then True) — and on
 completion it is removed from every key it watched and its timer is cancelled.
 Keys are topic-partitions; the replica manager calls ``check_and_complete`` after
-appends, high-watermark moves and leadership changes. Sans-IO: the scheduler is
+appends, high-watermark moves and leadership changes. A key's check asks each op
+``can_complete_on(key)``: an op may re-check only that key's part of itself (a
+``DelayedFetch`` keeps the bytes readable per partition from its last look, each
+partition's figure refreshed when its own key fires), so an ISR change of one
+partition costs one partition's check per waiting follower fetch, not a walk of
+every partition each fetch names (Kafka's ``DelayedFetch.tryComplete`` walks them all). Sans-IO: the scheduler is
 anything with ``callLater`` (the reactor, or ``task.Clock`` in tests).
 """
 from __future__ import annotations
@@ -31,6 +36,10 @@ class DelayedOperation:
 
     def can_complete(self) -> bool:
         raise NotImplementedError
+
+    def can_complete_on(self, key: Hashable) -> bool:
+        """``key`` changed: can the operation complete now? (Default: the full check.)"""
+        return self.can_complete()
 
     def on_complete(self) -> None:
         raise NotImplementedError
@@ -65,7 +74,7 @@ class Purgatory:
             if op.completed:
                 continue
             try:
-                ready = op.can_complete()
+                ready = op.can_complete_on(key)
             except Exception:
                 log.exception("%s: can_complete failed; completing the operation", self.name)
                 ready = True
@@ -211,8 +220,13 @@ class DelayedFetch(DelayedOperation):
     """A long poll: done when min_bytes are readable, a partition changed state, or max_wait passed.
 
     ``fetchable(params, partition, needed)`` returns the bytes now readable for a
-    partition (capped near ``needed``), or None when the fetch must answer at once
-    (leadership lost, offset no longer valid). ``read(params)`` builds the results.
+    partition (capped near ``needed``: a lower bound), or None when the fetch must answer
+    at once (leadership lost, offset no longer valid). ``read(params)`` builds the results.
+    The full check records each partition's figure; a key's check refreshes that key's
+    partitions only (every change of a partition fires its key), and the fetch completes
+    when the recorded figures add up to min_bytes. (A partition held back by the leader's
+    replication quota counts 0 until its key fires again or the fetch times out; Kafka's
+    tryComplete would also notice the quota lifting on another partition's event.)
     """
 
     def __init__(self, params: FetchParams,
@@ -223,18 +237,41 @@ class DelayedFetch(DelayedOperation):
         self._fetchable = fetchable
         self._read = read
         self._respond = respond
+        self._readable: list[int] | None = None   # per partition, from the last full check
+        self._total = 0
+        self._index: dict[Hashable, list[int]] = {}
+        for i, fp in enumerate(params.partitions):
+            self._index.setdefault(fp.tp, []).append(i)
 
     def can_complete(self) -> bool:
         need = self.params.min_bytes
         got = 0
-        for fp in self.params.partitions:
+        readable = [0] * len(self.params.partitions)
+        self._readable = None
+        for i, fp in enumerate(self.params.partitions):
             n = self._fetchable(self.params, fp, need - got)
             if n is None:
                 return True
+            readable[i] = n
             got += n
             if got >= need:
                 return True
+        self._readable, self._total = readable, got
         return False
+
+    def can_complete_on(self, key: Hashable) -> bool:
+        readable, indexes = self._readable, self._index.get(key)
+        if readable is None or indexes is None:
+            return self.can_complete()
+        need = self.params.min_bytes
+        for i in indexes:
+            others = self._total - readable[i]
+            n = self._fetchable(self.params, self.params.partitions[i], need - others)
+            if n is None:
+                return True
+            readable[i] = n
+            self._total = others + n
+        return self._total >= need
 
     def on_complete(self) -> None:
         self._respond(self._read(self.params))

@@ -332,7 +332,7 @@ class Partition:
             log.info("Cached zkVersion %d of %s-%d not equal to that in zookeeper, skip updating ISR",
                      self.zk_version, self.topic, self.partition)
             return False
-        log.info("ISR of %s-%d changed from %s to %s", self.topic, self.partition, self.isr, new_isr)
+        log.debug("ISR of %s-%d changed from %s to %s", self.topic, self.partition, self.isr, new_isr)
         self.isr = list(new_isr)
         self.zk_version = new_zk_version
         return True

@@ -32,12 +32,15 @@ from odradek.protocol.apis import offset_for_leader_epoch as epoch_api
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.record_batch import iter_headers
 
+from .isr_maintenance import examples
+
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
 FETCH_VERSION = 11
+FENCED = ErrorCode.FENCED_LEADER_EPOCH.name   # gathered apart from the partitions backing off
 EPOCH_VERSION = 3
 LIST_OFFSETS_VERSION = 5
 # what the follower's append answers for a batch it cannot trust (validator.validate_replicated)
@@ -290,8 +293,13 @@ class ReplicaFetcher:
         if completed:
             st.status = FetchStatus.FETCHING
 
-    def _fenced(self, tp: TopicPartition) -> None:
-        log.info("%s: %s-%d fenced by the leader's newer epoch; waiting for LeaderAndIsr", self.name, *tp)
+    def _fenced(self, tp: TopicPartition, fenced: list[str] | None = None) -> None:
+        """The leader has a newer epoch: stop fetching ``tp`` until a LeaderAndIsr names it (logged
+        here, or gathered in ``fenced`` for one line per response)."""
+        if fenced is None:
+            log.info("%s: %s-%d fenced by the leader's newer epoch; waiting for LeaderAndIsr", self.name, *tp)
+        else:
+            fenced.append(f"{tp[0]}-{tp[1]}")
         self.partitions.pop(tp, None)
 
     # -------------------------------------------------------------- fetching
@@ -341,13 +349,22 @@ class ReplicaFetcher:
             log.info("%s: fetch error %s", self.name, ErrorCode(resp.error_code).name)
             self._delay(requested, {tp: s for tp, (s, _) in requested.items()})
             return
+        backoffs: dict[str, list[str]] = {}
         for t in resp.responses:
             for r in t.partition_responses:
                 tp = (t.topic, r.partition)
                 if tp in requested:
-                    await self._process_partition(tp, requested[tp][0], requested[tp][1], r)
+                    await self._process_partition(tp, requested[tp][0], requested[tp][1], r, backoffs)
+        for code_name, names in backoffs.items():
+            if code_name == FENCED:
+                log.info("%s: %d partitions fenced by the leader's newer epoch; waiting for LeaderAndIsr (%s)",
+                         self.name, len(names), examples(names))
+            else:
+                log.info("%s: fetch of %d partitions: %s; backing off (%s)", self.name, len(names), code_name,
+                         examples(names))
 
-    async def _process_partition(self, tp: TopicPartition, st: PartitionFetchState, offset: int, r: Any) -> None:
+    async def _process_partition(self, tp: TopicPartition, st: PartitionFetchState, offset: int, r: Any,
+                                 backoffs: dict[str, list[str]]) -> None:
         p = self._current(tp, st)
         if p is None or st.status is not FetchStatus.FETCHING or st.fetch_offset != offset:
             return
@@ -375,9 +392,10 @@ class ReplicaFetcher:
         elif code == ErrorCode.OFFSET_OUT_OF_RANGE:
             await self._handle_out_of_range(tp, st)
         elif code == ErrorCode.FENCED_LEADER_EPOCH:
-            self._fenced(tp)
+            self._fenced(tp, backoffs.setdefault(FENCED, []))
         else:
-            log.info("%s: fetch of %s-%d: %s; backing off", self.name, tp[0], tp[1], code.name)
+            log.debug("%s: fetch of %s-%d: %s; backing off", self.name, tp[0], tp[1], code.name)
+            backoffs.setdefault(code.name, []).append(f"{tp[0]}-{tp[1]}")
             self._delay([tp], {tp: st})
 
     async def _handle_out_of_range(self, tp: TopicPartition, st: PartitionFetchState) -> None:
@@ -457,11 +475,12 @@ class ReplicaFetcherManager:
         """Follow each partition's leader from its HW (after truncation)."""
         tps = [p.tp for p in partitions]
         self.remove_partitions(tps, shutdown_idle=False)
+        by_leader: dict[int, list[str]] = {}
+        no_endpoint: dict[int, list[str]] = {}
         for p in partitions:
             ep = self.endpoint(p.leader_id)
             if ep is None or p.leader_id < 0:
-                log.warning("no endpoint for leader %d of %s-%d; not fetching until the next LeaderAndIsr",
-                            p.leader_id, p.topic, p.partition)
+                no_endpoint.setdefault(p.leader_id, []).append(f"{p.topic}-{p.partition}")
                 continue
             fid = fetcher_id(p.tp, self.num_fetchers)
             key = (p.leader_id, fid)
@@ -476,8 +495,14 @@ class ReplicaFetcherManager:
                 entry = self.fetchers[key] = (ep, fetcher)
                 fetcher.start()
             entry[1].add_partitions({p.tp: (p.high_watermark, p.leader_epoch)})
-            log.info("fetching %s-%d from broker %d at epoch %d (HW %d, LEO %d)", p.topic, p.partition,
-                     p.leader_id, p.leader_epoch, p.high_watermark, p.log_end_offset)
+            log.debug("fetching %s-%d from broker %d at epoch %d (HW %d, LEO %d)", p.topic, p.partition,
+                      p.leader_id, p.leader_epoch, p.high_watermark, p.log_end_offset)
+            by_leader.setdefault(p.leader_id, []).append(f"{p.topic}-{p.partition}")
+        for leader, names in sorted(by_leader.items()):
+            log.info("fetching %d partitions from broker %d (%s)", len(names), leader, examples(names))
+        for leader, names in sorted(no_endpoint.items()):
+            log.warning("no endpoint for leader %d of %d partitions (%s); not fetching them until the next "
+                        "LeaderAndIsr", leader, len(names), examples(names))
         self.shutdown_idle()
 
     def remove_partitions(self, tps: Iterable[TopicPartition], shutdown_idle: bool = True) -> None:

@@ -29,10 +29,11 @@ from twisted.internet import defer, task
 
 from .delayed import (DelayedFetch, DelayedProduce, FetchParams, FetchPartition, ProducePartitionStatus,
                       Purgatory)
-from ..log.partition_metadata import read_topic_id, write_topic_id
+from ..log.partition_metadata import TopicIdWriter
 from ..metadata_cache import MetadataCache, PartitionMetadata
 from ..metrics import (FAILED_FETCH, FAILED_PRODUCE, TOTAL_FETCH, TOTAL_PRODUCE, TopicStats, count_append,
                        count_bytes_out, count_failure, count_request)
+from .isr_maintenance import IsrMaintenance, log_leader_and_isr
 from .isr_propagation import CHECK_INTERVAL_MS, IsrChangePropagation
 from .partition import Partition
 from .partition_results import _aborted_in, fetch_error, produce_error
@@ -45,13 +46,14 @@ EPOCH_DURING_DELETE = -2
 NO_EPOCH = -1
 
 
-class ReplicaManager:
+class ReplicaManager(IsrMaintenance):
     """Hosted partitions, the produce and fetch purgatories, HW checkpoints."""
 
     def __init__(self, broker_id: int, config: Any, log_manager: Any, metadata_cache: MetadataCache,
                  scheduler: Any, log_config_for: Callable[[str], Any] | None = None,
                  isr_writer: Callable[[TopicPartition, Any], defer.Deferred] | None = None,
-                 isr_notifier: Callable[[list[TopicPartition]], defer.Deferred] | None = None):
+                 isr_notifier: Callable[[list[TopicPartition]], defer.Deferred] | None = None,
+                 run_blocking: Callable[..., defer.Deferred] | None = None):
         self.broker_id = broker_id
         self.config = config
         self.log_manager = log_manager
@@ -69,6 +71,8 @@ class ReplicaManager:
         self.fetch_purgatory = Purgatory("fetch", scheduler)
         self.delete_records_purgatory = Purgatory("delete-records", scheduler)
         self._checkpoint_hws: dict[TopicPartition, int] = {}
+        # partition.metadata written in one batch per LeaderAndIsr on a thread (``run_blocking``)
+        self.topic_ids = TopicIdWriter(run_blocking)
         # Hooks for the replica fetcher manager: called with lists of Partitions / tps.
         self.on_become_follower: Callable[[list[Partition]], None] = lambda parts: None
         self.on_stop_following: Callable[[list[TopicPartition]], None] = lambda tps: None
@@ -126,6 +130,7 @@ class ReplicaManager:
         self.produce_purgatory.shutdown()
         self.fetch_purgatory.shutdown()
         self.delete_records_purgatory.shutdown()
+        self.topic_ids.write_pending()
         self.checkpoint_high_watermarks()
 
     # ------------------------------------------------------------------ lookups
@@ -192,8 +197,8 @@ class ReplicaManager:
                 log.warning("LeaderAndIsr for %s-%d: its log dir is offline", st.topic, st.partition)
                 errors[tp] = ErrorCode.KAFKA_STORAGE_ERROR
             elif st.leader_epoch <= current_epoch:
-                log.info("ignoring LeaderAndIsr for %s-%d: leader epoch %d is not newer than %d",
-                         st.topic, st.partition, st.leader_epoch, current_epoch)
+                log.debug("ignoring LeaderAndIsr for %s-%d: leader epoch %d is not newer than %d",
+                          st.topic, st.partition, st.leader_epoch, current_epoch)
                 errors[tp] = ErrorCode.STALE_CONTROLLER_EPOCH
             elif self.broker_id not in st.replicas:
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -213,13 +218,13 @@ class ReplicaManager:
                 hw = self._checkpoint_hws.pop(tp, None)
                 if st.leader == self.broker_id:
                     p.make_leader(st, log_, hw, self.now_ms())
-                    log.info("became leader of %s-%d at epoch %d (isr %s, LEO %d, HW %d)", st.topic,
+                    log.debug("became leader of %s-%d at epoch %d (isr %s, LEO %d, HW %d)", st.topic,
                              st.partition, st.leader_epoch, st.isr, p.log_end_offset, p.high_watermark)
                 else:
                     if p.make_follower(st, log_, hw):
                         new_followers.append(p)
-                    log.info("became follower of %s-%d at epoch %d (leader %d)", st.topic, st.partition,
-                             st.leader_epoch, st.leader)
+                    log.debug("became follower of %s-%d at epoch %d (leader %d)", st.topic, st.partition,
+                              st.leader_epoch, st.leader)
                 self.partitions[tp] = p
                 errors[tp] = ErrorCode.NONE
             except KafkaError as e:
@@ -229,6 +234,7 @@ class ReplicaManager:
                 log.exception("LeaderAndIsr for %s-%d failed", st.topic, st.partition)
                 errors[tp] = ErrorCode.KAFKA_STORAGE_ERROR
             self._wake(tp)
+        self.topic_ids.flush()
         leader_tps = [(s.topic, s.partition) for s in leaders if errors.get((s.topic, s.partition)) == 0]
         if leader_tps:
             self.on_stop_following(leader_tps)
@@ -241,15 +247,15 @@ class ReplicaManager:
                                       [p for p in done if p.leader_id != self.broker_id])
         except Exception:
             log.exception("leadership change hook failed")
+        log_leader_and_isr(self.broker_id, controller_epoch, len(states), errors, done)
         return ErrorCode.NONE, errors
 
-    @staticmethod
-    def _check_topic_id(tp: TopicPartition, log_: Any, topic_id: uuid.UUID) -> None:
+    def _check_topic_id(self, tp: TopicPartition, log_: Any, topic_id: uuid.UUID) -> None:
         """The log must belong to the topic with this id (``partition_metadata``); a new log is
-        marked with it."""
-        stored = read_topic_id(log_.dir)
+        marked with it (queued: written after the request, off the reactor)."""
+        stored = self.topic_ids.stored(log_.dir)
         if stored is None:
-            write_topic_id(log_.dir, topic_id)
+            self.topic_ids.queue(log_.dir, topic_id)
         elif stored != topic_id:
             raise KafkaError(ErrorCode.INCONSISTENT_TOPIC_ID,
                              f"the log of {tp[0]}-{tp[1]} belongs to topic id {topic_id_string(stored)}, not "
@@ -293,7 +299,9 @@ class ReplicaManager:
             self.partitions.pop(tp, None)
             self._checkpoint_hws.pop(tp, None)
             try:
-                if self.log_manager.get_log(tp) is not None:
+                lg = self.log_manager.get_log(tp)
+                if lg is not None:
+                    self.topic_ids.forget(lg.dir)
                     self.log_manager.delete_log(tp)
                     log.info("deleted log of %s-%d", *tp)
             except Exception:
@@ -473,6 +481,7 @@ class ReplicaManager:
 
     def _update_follower_fetch_states(self, params: FetchParams) -> None:
         now = self.now_ms()
+        expand: list[Partition] = []
         for fp in params.partitions:
             p = self.partitions.get(fp.tp)
             if p is None or not p.is_leader:
@@ -489,62 +498,9 @@ class ReplicaManager:
                 self._wake(fp.tp)
             self.delete_records_purgatory.check_and_complete(fp.tp)
             if p.needs_expand_isr(params.replica_id):
-                new_isr = p.isr + [params.replica_id]
-                log.info("expanding ISR of %s-%d from %s to %s", fp.topic, fp.partition, p.isr, new_isr)
-                self._write_isr(p, new_isr)
-
-    # -------------------------------------------------------- ISR (classic path)
-
-    def maybe_shrink_isr(self) -> None:
-        """The isr-expiration task: drop followers not caught up for replica.lag.time.max.ms."""
-        now = self.now_ms()
-        for p in list(self.partitions.values()):
-            out = p.out_of_sync_replicas(now, self.lag_time_max_ms)
-            if out:
-                new_isr = [r for r in p.isr if r not in out]
-                log.info("shrinking ISR of %s-%d from %s to %s (out of sync: %s, leader LEO %d)", p.topic,
-                         p.partition, p.isr, new_isr, sorted(out), p.log_end_offset)
-                self._write_isr(p, new_isr)
-
-    def _write_isr(self, p: Partition, new_isr: list[int]) -> None:
-        """Write ``new_isr`` with a conditional update on the cached zkVersion (off the reactor)."""
-        if self.isr_writer is None:
-            return
-        state = p.prepare_isr_update(new_isr)
-        epoch, old_size = p.leader_epoch, len(p.isr)
-
-        def done(new_version: int | None) -> None:
-            if self.partitions.get(p.tp) is not p:
-                return
-            now = self.now_ms()
-            if p.complete_isr_update(epoch, new_isr, new_version, now):
-                self.isr_changes[len(new_isr) < old_size] += 1
-                self.isr_propagation.record(p.tp, now)
-            p.maybe_increment_high_watermark(now)
-            self._wake(p.tp)
-
-        def failed(f) -> None:
-            log.warning("updating the ISR of %s-%d in ZooKeeper failed: %s", p.topic, p.partition,
-                        f.getErrorMessage())
-            if p.leader_epoch == epoch and p.pending_isr == list(new_isr):
-                p.pending_isr = None
-
-        d = defer.maybeDeferred(self.isr_writer, p.tp, state)
-        d.addCallbacks(done, failed)
-        d.addErrback(lambda f: log.error("ISR update bookkeeping failed: %s", f.getTraceback()))
-
-    def maybe_propagate_isr_changes(self) -> None:
-        """The isr-change-propagation task: one /isr_change_notification node when due."""
-        if self.isr_notifier is None:
-            return
-        tps = self.isr_propagation.due(self.now_ms())
-        if not tps:
-            return
-
-        def failed(f) -> None:
-            log.warning("writing an ISR change notification failed: %s", f.getErrorMessage())
-            self.isr_propagation.restore(tps)
-        defer.maybeDeferred(self.isr_notifier, tps).addErrback(failed)
+                expand.append(p)
+        if expand:
+            self.expand_isr(expand, params.replica_id)
 
     def _fetchable(self, params: FetchParams, fp: FetchPartition, needed: int) -> int | None:
         """Bytes now readable for a parked fetch; None = answer at once."""

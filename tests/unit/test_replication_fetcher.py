@@ -2,6 +2,7 @@
 task.Clock, and the leader's ISR tasks with fake ZooKeeper writers."""
 from __future__ import annotations
 
+import logging
 import os
 
 import pytest
@@ -272,3 +273,29 @@ def test_hw_checkpoint_is_the_real_hw(lone_leader, tmp_path):
     call(b, fetch, 11, fetch_body("t", offset=2, replica_id=2))
     b.rm.checkpoint_high_watermarks()
     assert b.log_manager.read_high_watermarks()[("t", 0)] == 2
+
+
+def test_isr_changes_of_many_partitions_log_one_info_line_per_batch(lone_leader, caplog):
+    b, zk = lone_leader
+    versions: dict = {}
+
+    def write(tp, st):   # a zkVersion per partition
+        assert st.zk_version == versions.get(tp, 0)
+        versions[tp] = st.zk_version + 1
+        return defer.succeed(versions[tp])
+    b.rm.isr_writer = write
+    b.lead("t", partitions=20, replicas=[1, 2], isr=[1, 2])
+    with caplog.at_level(logging.INFO, logger="odradek.broker.replication"):
+        b.clock.advance(1.6)                        # the follower never fetched: 20 shrinks, one run
+        assert all(p.isr == [1] for p in b.rm.partitions.values())
+        body = fetch_body("t", replica_id=2)
+        body["topics"][0]["partitions"] = [dict(body["topics"][0]["partitions"][0], partition=p) for p in range(20)]
+        call(b, fetch, 11, body)                    # caught up on all 20: 20 expansions, one fetch
+        assert all(p.isr == [1, 2] for p in b.rm.partitions.values()) and set(versions.values()) == {2}
+        b.clock.advance(7.5)
+        assert len(zk.notifications) == 1 and len(zk.notifications[0]) == 20
+    lines = [r.getMessage() for r in caplog.records if r.name.startswith("odradek.broker.replication")]
+    assert lines == ["shrinking the ISR of 20 partitions: t-0 to [1] (out of sync: [2]), t-1 to [1] (out of sync: "
+                     "[2]), t-2 to [1] (out of sync: [2]) and 17 more",
+                     "expanding the ISR of 20 partitions with replica 2 (t-0, t-1, t-2 and 17 more)",
+                     "ISR changed for 20 partitions: writing an ISR change notification (t-0, t-1, t-2 and 17 more)"]

@@ -1,0 +1,133 @@
+"""The leader's classic ISR tasks, and the summary log lines of leadership and ISR changes.
+
+Invariant: the leader alone changes a partition's ISR, by a conditional write on its cached
+zkVersion (``isr_writer``, off the reactor): follower fetches expand it (``expand_isr``), the
+``isr-expiration`` task shrinks it (``maybe_shrink_isr``), and every written change is recorded
+for ``isr-change-propagation`` (one ``/isr_change_notification`` node per batch). A change is
+logged at INFO once per batch (a fetch's expansions, an expiration run, a notification, a
+LeaderAndIsr) with counts and a few examples; the per-partition lines are at DEBUG, so a leader
+change of 10,000 partitions costs a handful of log lines, not ~13 per replica.
+Mixed into ``ReplicaManager`` (which owns the partitions, the scheduler and the writers).
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Iterable
+
+from odradek.protocol.errors import ErrorCode
+
+from twisted.internet import defer
+
+from .partition import Partition
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+EXAMPLES = 3   # partitions named in a summary line
+
+
+def examples(names: Iterable[str]) -> str:
+    """``a-0, a-1, a-2 and 7 more``."""
+    names = list(names)
+    shown = ", ".join(names[:EXAMPLES])
+    return shown if len(names) <= EXAMPLES else f"{shown} and {len(names) - EXAMPLES} more"
+
+
+def counted(what: str, names: list[str]) -> str:
+    """``leader of 40 (a-0, a-1, a-2 and 37 more)``, or ``leader of 0``."""
+    return f"{what} {len(names)} ({examples(names)})" if names else f"{what} 0"
+
+
+def log_leader_and_isr(broker_id: int, controller_epoch: int, total: int, errors: dict[TopicPartition, ErrorCode],
+                       done: list[Partition]) -> None:
+    """One INFO line per LeaderAndIsr request: how many partitions became led, followed,
+    were ignored (stale epoch) or failed."""
+    led = [f"{p.topic}-{p.partition}" for p in done if p.leader_id == broker_id]
+    followed = [f"{p.topic}-{p.partition}" for p in done if p.leader_id != broker_id]
+    stale = sum(1 for c in errors.values() if c == ErrorCode.STALE_CONTROLLER_EPOCH)
+    failed = sum(1 for c in errors.values() if c not in (ErrorCode.NONE, ErrorCode.STALE_CONTROLLER_EPOCH))
+    log.info("LeaderAndIsr (controller epoch %d) for %d partitions: %s, %s, %d ignored (leader epoch not "
+             "newer), %d failed", controller_epoch, total, counted("leader of", led),
+             counted("follower of", followed), stale, failed)
+
+
+class IsrMaintenance:
+    """ISR expansion, shrinking and change propagation for the partitions this broker leads."""
+    partitions: dict[TopicPartition, Partition]
+    isr_writer: Any
+    isr_notifier: Any
+    isr_propagation: Any
+    isr_changes: list[int]
+    lag_time_max_ms: int
+
+    def now_ms(self) -> int:
+        raise NotImplementedError
+
+    def _wake(self, tp: TopicPartition) -> None:
+        raise NotImplementedError
+
+    def expand_isr(self, partitions: list[Partition], replica_id: int) -> None:
+        """A follower fetch caught ``replica_id`` up on these partitions: add it to their ISRs."""
+        for p in partitions:
+            new_isr = p.isr + [replica_id]
+            log.debug("expanding ISR of %s-%d from %s to %s", p.topic, p.partition, p.isr, new_isr)
+            self._write_isr(p, new_isr)
+        log.info("expanding the ISR of %d partitions with replica %d (%s)", len(partitions), replica_id,
+                 examples(f"{p.topic}-{p.partition}" for p in partitions))
+
+    def maybe_shrink_isr(self) -> None:
+        """The isr-expiration task: drop followers not caught up for replica.lag.time.max.ms."""
+        now = self.now_ms()
+        shrunk: list[str] = []
+        for p in list(self.partitions.values()):
+            out = p.out_of_sync_replicas(now, self.lag_time_max_ms)
+            if out:
+                new_isr = [r for r in p.isr if r not in out]
+                log.debug("shrinking ISR of %s-%d from %s to %s (out of sync: %s, leader LEO %d)", p.topic,
+                          p.partition, p.isr, new_isr, sorted(out), p.log_end_offset)
+                shrunk.append(f"{p.topic}-{p.partition} to {new_isr} (out of sync: {sorted(out)})")
+                self._write_isr(p, new_isr)
+        if shrunk:
+            log.info("shrinking the ISR of %d partitions: %s", len(shrunk), examples(shrunk))
+
+    def _write_isr(self, p: Partition, new_isr: list[int]) -> None:
+        """Write ``new_isr`` with a conditional update on the cached zkVersion (off the reactor)."""
+        if self.isr_writer is None:
+            return
+        state = p.prepare_isr_update(new_isr)
+        epoch, old_size = p.leader_epoch, len(p.isr)
+
+        def done(new_version: int | None) -> None:
+            if self.partitions.get(p.tp) is not p:
+                return
+            now = self.now_ms()
+            if p.complete_isr_update(epoch, new_isr, new_version, now):
+                self.isr_changes[len(new_isr) < old_size] += 1
+                self.isr_propagation.record(p.tp, now)
+            p.maybe_increment_high_watermark(now)
+            self._wake(p.tp)
+
+        def failed(f) -> None:
+            log.warning("updating the ISR of %s-%d in ZooKeeper failed: %s", p.topic, p.partition,
+                        f.getErrorMessage())
+            if p.leader_epoch == epoch and p.pending_isr == list(new_isr):
+                p.pending_isr = None
+
+        d = defer.maybeDeferred(self.isr_writer, p.tp, state)
+        d.addCallbacks(done, failed)
+        d.addErrback(lambda f: log.error("ISR update bookkeeping failed: %s", f.getTraceback()))
+
+    def maybe_propagate_isr_changes(self) -> None:
+        """The isr-change-propagation task: one /isr_change_notification node when due."""
+        if self.isr_notifier is None:
+            return
+        tps = self.isr_propagation.due(self.now_ms())
+        if not tps:
+            return
+        log.info("ISR changed for %d partitions: writing an ISR change notification (%s)", len(tps),
+                 examples(f"{t}-{p}" for t, p in sorted(tps)))
+
+        def failed(f) -> None:
+            log.warning("writing an ISR change notification failed: %s", f.getErrorMessage())
+            self.isr_propagation.restore(tps)
+        defer.maybeDeferred(self.isr_notifier, tps).addErrback(failed)
