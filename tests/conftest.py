@@ -24,6 +24,7 @@ Fixtures:
 """
 from __future__ import annotations
 
+import faulthandler
 import os
 import shutil
 import uuid
@@ -48,9 +49,14 @@ def _zookeeper_available() -> str | None:
 
 # ---------------------------------------------------------------- hooks
 
+TEARDOWN_STACKS_AFTER = 300.0  # s
+_TERMINAL = pytest.StashKey[int]()  # the terminal's stderr, kept from before output capture
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "integration: real ZooKeeper ensemble and broker processes")
     config.addinivalue_line("markers", "compat: third-party Kafka clients against real brokers")
+    config.stash[_TERMINAL] = os.dup(2)  # pytest's output capture is suspended here
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -71,6 +77,22 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     outcome = yield
     report = outcome.get_result()
     setattr(item, f"rep_{report.when}", report)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: pytest.Item):
+    """Print every thread's stack to the terminal if a teardown runs past
+    ``TEARDOWN_STACKS_AFTER``: pytest-timeout (and ``faulthandler_timeout``) stop watching a
+    test once it has failed, so a hung teardown after a failure would stall the run silently."""
+    faulthandler.dump_traceback_later(TEARDOWN_STACKS_AFTER, file=item.config.stash[_TERMINAL])
+    try:
+        yield
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    os.close(config.stash[_TERMINAL])
 
 
 # ---------------------------------------------------------------- fixtures

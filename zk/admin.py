@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.protocol.states import ZnodeStat
 
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.zk import assignment as assign
@@ -126,22 +127,34 @@ class TopicListing:
 
 
 class AdminZkClient:
-    """Kafka's AdminZkClient over a started ``KazooClient``."""
+    """Kafka's AdminZkClient over a started ``KazooClient``. With ``read_timeout`` (seconds) a
+    read that gets no answer in time raises kazoo's ``KazooTimeoutError`` (a reader that must
+    keep going while ZooKeeper is down); without, a read waits for ZooKeeper as kazoo does."""
 
-    def __init__(self, zk: KazooClient):
+    def __init__(self, zk: KazooClient, read_timeout: float | None = None):
         self.zk = zk
+        self.read_timeout = read_timeout
+
+    def _get(self, path: str) -> tuple[bytes, ZnodeStat]:
+        return self.zk.get_async(path).get(timeout=self.read_timeout)
+
+    def _children(self, path: str) -> list[str]:
+        return self.zk.get_children_async(path).get(timeout=self.read_timeout)
+
+    def _exists(self, path: str) -> ZnodeStat | None:
+        return self.zk.exists_async(path).get(timeout=self.read_timeout)
 
     # ------------------------------------------------------------- reads
     def live_brokers(self) -> list[BrokerInfo]:
         """Registered brokers (/brokers/ids), sorted by id."""
         try:
-            ids = sorted(int(c) for c in self.zk.get_children(BrokerIdsZNode.path))
+            ids = sorted(int(c) for c in self._children(BrokerIdsZNode.path))
         except NoNodeError:
             return []
         brokers = []
         for broker_id in ids:
             try:
-                data, stat = self.zk.get(BrokerIdZNode.path(broker_id))
+                data, stat = self._get(BrokerIdZNode.path(broker_id))
             except NoNodeError:
                 continue  # went away between the listing and the read
             brokers.append(BrokerIdZNode.decode(broker_id, data, stat.czxid))
@@ -149,22 +162,22 @@ class AdminZkClient:
 
     def controller_id(self) -> int | None:
         try:
-            data, _ = self.zk.get(ControllerZNode.path)
+            data, _ = self._get(ControllerZNode.path)
         except NoNodeError:
             return None
         return ControllerZNode.decode(data)
 
     def all_topics(self) -> list[str]:
         try:
-            return sorted(self.zk.get_children(TopicsZNode.path))
+            return sorted(self._children(TopicsZNode.path))
         except NoNodeError:
             return []
 
     def topic_exists(self, topic: str) -> bool:
-        return self.zk.exists(TopicZNode.path(topic)) is not None
+        return self._exists(TopicZNode.path(topic)) is not None
 
     def is_marked_for_deletion(self, topic: str) -> bool:
-        return self.zk.exists(DeleteTopicsTopicZNode.path(topic)) is not None
+        return self._exists(DeleteTopicsTopicZNode.path(topic)) is not None
 
     def list_topics(self) -> list[TopicListing]:
         return [TopicListing(t, self.is_marked_for_deletion(t)) for t in self.all_topics()]
@@ -175,7 +188,7 @@ class AdminZkClient:
 
     def fetch_topic_config(self, topic: str) -> dict[str, str]:
         try:
-            data, _ = self.zk.get(ConfigEntityZNode.path(TOPIC, topic))
+            data, _ = self._get(ConfigEntityZNode.path(TOPIC, topic))
         except NoNodeError:
             return {}
         return ConfigEntityZNode.decode(data)
@@ -183,7 +196,7 @@ class AdminZkClient:
     def partition_state(self, topic: str, partition: int) -> tuple[int | None, list[int], int]:
         """(leader or None, isr, leader_epoch) from the state znode; (None, [], -1) if none yet."""
         try:
-            data, stat = self.zk.get(TopicPartitionStateZNode.path(topic, partition))
+            data, stat = self._get(TopicPartitionStateZNode.path(topic, partition))
         except NoNodeError:
             return None, [], -1
         if not data:
@@ -329,9 +342,9 @@ class AdminZkClient:
                        ConfigEntityChangeNotificationSequenceZNode.encode(f"{TOPIC}/{topic}"), sequence=True)
 
     # ------------------------------------------------------------- internals
-    def _get_topic(self, topic: str):
+    def _get_topic(self, topic: str) -> tuple[bytes, ZnodeStat]:
         try:
-            return self.zk.get(TopicZNode.path(topic))
+            return self._get(TopicZNode.path(topic))
         except NoNodeError:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{topic}' does not exist.") from None
 

@@ -214,7 +214,7 @@ class LocalCluster:
         if self._zk is not None:
             from odradek.zk.znodes import ControllerZNode
             try:
-                data, _ = self._zk.get(ControllerZNode.path)
+                data, _ = self._zk.get_async(ControllerZNode.path).get(timeout=5.0)  # ZooKeeper may be down
                 controller = ControllerZNode.decode(data)
             except Exception:  # no controller, or ZooKeeper gone: any order will do
                 controller = None

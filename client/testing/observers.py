@@ -27,6 +27,19 @@ class ObservedCluster(LocalCluster):
         data, _ = self.zk.get(f"/brokers/topics/{topic}/partitions/{partition}/state")
         return json.loads(data)
 
+    def _states(self) -> dict[tuple[str, int], dict]:
+        """Every partition's state; a partition without one is left out (a topic the controller
+        is still creating, or one whose deletion stopped half-way: a controller killed while
+        deleting its znodes leaves that to the next controller, as in Kafka)."""
+        from kazoo.exceptions import NoNodeError
+        out = {}
+        for t, p in self.partitions():
+            try:
+                out[(t, p)] = self.partition_state(t, p)
+            except NoNodeError:
+                continue
+        return out
+
     def leader(self, topic: str, partition: int) -> int | None:
         """The partition's leader as the controller recorded it in ZooKeeper (None: no leader)."""
         leader = self.partition_state(topic, partition)["leader"]
@@ -61,10 +74,10 @@ class ObservedCluster(LocalCluster):
 
     def under_replicated(self) -> list[tuple[str, int]]:
         """The partitions whose ISR is smaller than their replica set."""
-        return [(t, p) for t, p in self.partitions() if len(self.isr(t, p)) < len(self.replicas(t, p))]
+        return [(t, p) for (t, p), st in self._states().items() if len(st["isr"]) < len(self.replicas(t, p))]
 
     def led_by(self, broker_id: int) -> list[tuple[str, int]]:
-        return [(t, p) for t, p in self.partitions() if self.partition_state(t, p)["leader"] == broker_id]
+        return [tp for tp, st in self._states().items() if st["leader"] == broker_id]
 
     def wait_for_isr(self, topic: str, partition: int, expected: list[int] | None = None,
                      timeout: float | None = None) -> list[int]:

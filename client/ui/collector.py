@@ -17,6 +17,7 @@ from odradek.client.cluster import ClusterMetadata, NodePool
 from odradek.client.config import ClientConfig
 from odradek.client.list_offsets import list_offsets
 from odradek.client.structs import TopicPartition
+from odradek.protocol.errors import KafkaError
 from odradek.zk.admin import AdminZkClient, open_zk
 from odradek.zk.ensemble import four_letter_word
 from odradek.zk.topics import INTERNAL_TOPICS
@@ -27,6 +28,7 @@ from .snapshot import GroupRead, PartitionRead, RawReads
 # Short client timeouts: a broker that does not answer must not hold the page for long.
 CLIENT_DEFAULTS = {"request.timeout.ms": 2000, "socket.connection.setup.timeout.ms": 2000,
                    "retry.backoff.ms": 100, "reconnect.backoff.ms": 200}
+ZOOKEEPER_READ_TIMEOUT = 3.0  # seconds one znode read may wait (kazoo's own: until reconnected)
 ENDPOINT_TTL = 30.0   # seconds a broker's metrics endpoint (from DescribeConfigs) is trusted
 
 
@@ -95,7 +97,7 @@ class Collector:
             self._zk = open_zk(self.zookeeper_connect, timeout=3.0)
         if not self._zk.connected:
             raise ConnectionError(f"not connected to ZooKeeper at {self.zookeeper_connect} (reconnecting)")
-        zk = AdminZkClient(self._zk)
+        zk = AdminZkClient(self._zk, read_timeout=ZOOKEEPER_READ_TIMEOUT)  # ZooKeeper lost mid-cycle
         brokers = zk.live_brokers()
         controller = zk.controller_id()
         topics: dict[str, dict[int, PartitionRead]] = {}
@@ -103,7 +105,7 @@ class Collector:
         for listing in zk.list_topics():
             try:
                 desc = zk.describe_topic(listing.name)
-            except Exception:  # noqa: BLE001 - deleted between the listing and the read
+            except KafkaError:  # deleted between the listing and the read
                 continue
             topics[listing.name] = {p.partition: PartitionRead(list(p.replicas), p.leader, list(p.isr))
                                     for p in desc.partitions}

@@ -184,3 +184,29 @@ def test_change_topic_config_notifies(zk, register_brokers):
     with pytest.raises(KafkaError) as info:
         admin.change_topic_config("t", {"bogus": "1"})
     assert _code(info) == ErrorCode.INVALID_CONFIG
+
+
+def test_reads_with_a_timeout_give_up_while_zookeeper_is_down(tmp_path):
+    """What keeps ``odradek ui`` updating through a ZooKeeper outage: kazoo queues a read made
+    while disconnected until it reconnects; with ``read_timeout`` the read raises instead."""
+    from kazoo.handlers.threading import KazooTimeoutError
+
+    from odradek.testing import wait_until
+    from odradek.zk.admin import open_zk
+    from odradek.zk.ensemble import ZooKeeperEnsemble
+    with ZooKeeperEnsemble(tmp_path, size=1) as ensemble:
+        zk = open_zk(ensemble.connect_string, timeout=30)
+        try:
+            admin = AdminZkClient(zk, read_timeout=1.0)
+            assert admin.controller_id() is None and admin.all_topics() == []
+            ensemble.stop_node(1)
+            wait_until(lambda: not zk.connected, 30, "the client disconnected")
+            for read in (admin.controller_id, admin.all_topics, lambda: admin.topic_exists("t")):
+                with pytest.raises(KazooTimeoutError):
+                    read()
+            ensemble.start_node(1)
+            wait_until(lambda: zk.connected, 30, "the client reconnected")
+            assert admin.controller_id() is None and admin.all_topics() == []
+        finally:
+            zk.stop()
+            zk.close()
