@@ -204,6 +204,7 @@ class ReplicaManager(IsrMaintenance):
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 (leaders if st.leader == self.broker_id else followers).append(st)
+        new_leaders: list[Partition] = []
         new_followers: list[Partition] = []
         for st in leaders + followers:
             tp = (st.topic, st.partition)
@@ -217,7 +218,8 @@ class ReplicaManager(IsrMaintenance):
                 p.failure_channel = self.failure_channel
                 hw = self._checkpoint_hws.pop(tp, None)
                 if st.leader == self.broker_id:
-                    p.make_leader(st, log_, hw, self.now_ms())
+                    if p.make_leader(st, log_, hw, self.now_ms()):
+                        new_leaders.append(p)
                     log.debug("became leader of %s-%d at epoch %d (isr %s, LEO %d, HW %d)", st.topic,
                              st.partition, st.leader_epoch, st.isr, p.log_end_offset, p.high_watermark)
                 else:
@@ -242,9 +244,11 @@ class ReplicaManager(IsrMaintenance):
             self.become_follower(new_followers)
         done = [self.partitions[(s.topic, s.partition)] for s in leaders + followers
                 if errors.get((s.topic, s.partition)) == 0]
+        # The coordinators hear of new leaderships and leader changes only, as Kafka's
+        # onLeadershipChange: a leader told again (an ISR shrink bumps the leader epoch) keeps
+        # its loaded group and transaction state instead of reloading it.
         try:
-            self.on_leadership_change([p for p in done if p.leader_id == self.broker_id],
-                                      [p for p in done if p.leader_id != self.broker_id])
+            self.on_leadership_change(new_leaders, new_followers)
         except Exception:
             log.exception("leadership change hook failed")
         log_leader_and_isr(self.broker_id, controller_epoch, len(states), errors, done)

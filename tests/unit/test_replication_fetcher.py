@@ -299,3 +299,33 @@ def test_isr_changes_of_many_partitions_log_one_info_line_per_batch(lone_leader,
                      "[2]), t-2 to [1] (out of sync: [2]) and 17 more",
                      "expanding the ISR of 20 partitions with replica 2 (t-0, t-1, t-2 and 17 more)",
                      "ISR changed for 20 partitions: writing an ISR change notification (t-0, t-1, t-2 and 17 more)"]
+
+
+def test_the_coordinators_hear_only_of_new_leaderships_and_leader_changes(tmp_path):
+    """As Kafka's onLeadershipChange: an ISR shrink's LeaderAndIsr (new leader epoch, same
+    leader) must not make the group or transaction coordinator reload a partition it owns."""
+    from broker_fixtures import Broker
+
+    from odradek.broker.metadata_cache import PartitionMetadata
+    b = Broker(tmp_path, broker_id=1)
+    heard: list[tuple[list, list]] = []
+    b.rm.on_leadership_change = lambda leaders, followers: heard.append(
+        ([p.partition for p in leaders], [p.partition for p in followers]))
+    try:
+        b.set_metadata({"__consumer_offsets": {0: (1, [1, 2, 3], [1, 2, 3]), 1: (2, [1, 2, 3], [1, 2, 3])}},
+                       brokers=(1, 2, 3))
+
+        def lai(partition: int, leader: int, epoch: int, isr: list[int]) -> PartitionMetadata:
+            return PartitionMetadata("__consumer_offsets", partition, 1, leader, epoch, isr, epoch, [1, 2, 3])
+        b.rm.become_leader_or_follower(1, [lai(0, 1, 1, [1, 2, 3]), lai(1, 2, 1, [1, 2, 3])])
+        assert heard.pop() == ([0], [1])
+        b.rm.become_leader_or_follower(1, [lai(0, 1, 2, [1, 3]), lai(1, 2, 2, [1, 2])])   # ISR shrinks
+        # no leader reload; a follower's new epoch is passed on as Kafka's makeFollower does (a no-op
+        # for a coordinator that does not own the partition)
+        assert heard.pop() == ([], [1])
+        b.rm.become_leader_or_follower(1, [lai(1, 1, 3, [1, 2])])   # leads 1 now
+        assert heard.pop() == ([1], [])
+        b.rm.become_leader_or_follower(1, [lai(0, 3, 3, [3])])      # 0 moved away
+        assert heard.pop() == ([], [0])
+    finally:
+        b.close()
