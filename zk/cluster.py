@@ -212,11 +212,10 @@ class LocalCluster:
         """The brokers, the controller (if ZooKeeper still names a live one) last."""
         controller = None
         if self._zk is not None:
-            from odradek.zk.znodes import ControllerZNode
-            try:
-                data, _ = self._zk.get_async(ControllerZNode.path).get(timeout=5.0)  # ZooKeeper may be down
-                controller = ControllerZNode.decode(data)
-            except Exception:  # no controller, or ZooKeeper gone: any order will do
+            from odradek.zk.admin import AdminZkClient
+            try:  # bounded: ZooKeeper may be down
+                controller = AdminZkClient(self._zk, read_timeout=5.0).controller_id()
+            except Exception:  # ZooKeeper gone or unreadable: any order will do
                 controller = None
         return sorted(self.brokers.values(), key=lambda b: b.id == controller)
 
