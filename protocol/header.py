@@ -165,7 +165,7 @@ def encode_request(api: ModuleType, version: int, correlation_id: int, client_id
     """Request header + body for ``api`` at ``version`` (no size prefix)."""
     stream = io.BytesIO()
     encode_request_header(api.API_KEY, version, correlation_id, client_id, stream)
-    api.Request.encode_into(stream, body, version)
+    stream.write(api.Request.encode(body, version))
     return stream.getvalue()
 
 
@@ -184,23 +184,15 @@ class EncodedBody(bytes):
 
     @classmethod
     def of(cls, api: ModuleType, version: int, body: Mapping[str, Any]) -> "EncodedBody":
-        stream = io.BytesIO()
-        api.Response.encode_into(stream, body, version)
-        return cls(stream.getvalue())
+        return cls(api.Response.encode(body, version))
 
 
 def encode_response(api: ModuleType, version: int, correlation_id: int,
                     body: Mapping[str, Any] | EncodedBody) -> bytes:
     """Response header + body for ``api`` at ``version`` (no size prefix)."""
     flexible_header = response_header_version(api.API_KEY, version) >= 1
-    if isinstance(body, EncodedBody):
-        return _CORRELATION.pack(correlation_id) + (b"\x00" if flexible_header else b"") + body
-    stream = io.BytesIO()
-    stream.write(_CORRELATION.pack(correlation_id))
-    if flexible_header:
-        write_tagged_section(stream, [])
-    api.Response.encode_into(stream, body, version)
-    return stream.getvalue()
+    encoded = body if isinstance(body, EncodedBody) else api.Response.encode(body, version)
+    return _CORRELATION.pack(correlation_id) + (b"\x00" if flexible_header else b"") + encoded
 
 
 def decode_response(api: ModuleType, version: int,

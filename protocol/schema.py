@@ -14,6 +14,8 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass, field as dc_field
 from enum import Enum
+from functools import lru_cache
+from operator import itemgetter
 from typing import IO, Any, Callable, Mapping, Sequence, Union
 
 from construct import Construct, Float64b, Flag, Int8sb, Int16sb, Int16ub, Int32sb, Int32ub, Int64sb
@@ -183,6 +185,22 @@ class Struct(dict[str, Any]):
         return "Struct(" + ", ".join(f"{k}={v!r}" for k, v in self.items()) + ")"
 
 
+_DICT_NAMES = frozenset(dir(Struct))
+
+
+@lru_cache(maxsize=None)
+def record_class(names: tuple[str, ...]) -> type[Struct]:
+    """The Struct subclass that decoding gives for a struct with these fields: each field is a
+    class-level property reading its item (in C), so ``s.name`` does not first fail normal lookup
+    and fall back to ``__getattr__`` (about 20 times the cost). Names that are dict methods stay
+    dict methods, as on a plain Struct."""
+    attrs: dict[str, Any] = {"__slots__": ()}
+    for name in names:
+        if name not in _DICT_NAMES and name.isidentifier():
+            attrs[name] = property(itemgetter(name))
+    return type("Struct", (Struct,), attrs)
+
+
 # ---------------------------------------------------------------------------
 # per-version construct types
 # ---------------------------------------------------------------------------
@@ -225,9 +243,10 @@ class KafkaStruct(Construct):  # type: ignore[misc]  # construct is untyped
         self.tagged = sorted(tagged, key=_tag_of)
         self.tagged_by_number = {_tag_of(s): s for s in self.tagged}
         self.flexible = flexible
+        self.record = record_class(tuple(s.name for s in wire + absent + self.tagged))
 
     def _parse(self, stream: IO[bytes], context: Any, path: str) -> Any:
-        result = Struct()
+        result = self.record()
         for slot in self.wire:
             result[slot.name] = slot.con._parse(stream, context, path)
         for slot in self.absent:
@@ -353,10 +372,8 @@ class Message:
         self.flexible = Versions.parse(flexible)
         self.fields = tuple(fields)
         self._cache: dict[int, KafkaStruct] = {}
-        # Optional hand-written codecs for a hot message (``protocol/fast_codecs.py``): tried first;
-        # any exception from them means "not this shape", and the declared codec runs instead.
-        self.fast_decode: Callable[[bytes, int, int, bool], Struct] | None = None
-        self.fast_encode: Callable[[Mapping[str, Any], int], bytes] | None = None
+        self._compiled: dict[int, tuple[Callable[[bytes, int], tuple[Struct, int]],
+                                        Callable[[Mapping[str, Any]], bytes]]] = {}
 
     @property
     def min_version(self) -> int:
@@ -384,6 +401,19 @@ class Message:
             self._cache[version] = con
         return con
 
+    def compiled(self, version: int) -> tuple[Callable[[bytes, int], tuple[Struct, int]],
+                                              Callable[[Mapping[str, Any]], bytes]]:
+        """The compiled decoder and encoder of ``version`` (``protocol/compiled_codecs.py``): tried
+        first; any exception from them means "not this input", and the declared codec decides."""
+        codecs = self._compiled.get(version)
+        if codecs is None:
+            from .compiled_codecs import compile_decoder, compile_encoder
+            con = self.construct(version)
+            label = f"{self.name} v{version}"
+            codecs = compile_decoder(con, label), compile_encoder(con, label)
+            self._compiled[version] = codecs
+        return codecs
+
     def default(self, version: int) -> Struct:
         """A struct holding every field's default at ``version``."""
         return _Compiler(version, version in self.flexible).default_struct(self.fields)
@@ -391,35 +421,24 @@ class Message:
     def encode(self, obj: Mapping[str, Any], version: int) -> bytes:
         """Encode ``obj`` (missing fields take their defaults) as ``version``."""
         try:
-            con = self.construct(version)
+            encode = self.compiled(version)[1]
         except KafkaError as exc:
             raise EncodeError(str(exc)) from None
-        fast = self._fast_encoded(obj, version)
-        if fast is not None:
-            return fast
+        try:
+            return encode(obj)
+        except Exception:
+            return self.encode_declared(obj, version)   # not an input the compiled codec takes
+
+    def encode_declared(self, obj: Mapping[str, Any], version: int) -> bytes:
+        """``encode`` through the declared construct codec alone (the canonical answer)."""
         stream = io.BytesIO()
         try:
-            con._build(obj, stream, None, self.name)
+            self.construct(version)._build(obj, stream, None, self.name)
         except EncodeError as exc:
             raise EncodeError(f"{self.name} v{version}: {exc}") from exc.__cause__
         except Exception as exc:
             raise EncodeError(f"{self.name} v{version}: {exc}") from exc
         return stream.getvalue()
-
-    def encode_into(self, stream: IO[bytes], obj: Mapping[str, Any], version: int) -> None:
-        """Encode straight into a writable binary stream (e.g. after a header)."""
-        fast = self._fast_encoded(obj, version)
-        if fast is not None:
-            stream.write(fast)
-            return
-        try:
-            self.construct(version)._build(obj, stream, None, self.name)
-        except EncodeError:
-            raise
-        except KafkaError as exc:
-            raise EncodeError(str(exc)) from None
-        except Exception as exc:
-            raise EncodeError(f"{self.name} v{version}: {exc}") from exc
 
     def decode(self, data: bytes | bytearray | memoryview, version: int,
                offset: int = 0, allow_trailing: bool = False) -> Struct:
@@ -428,19 +447,25 @@ class Message:
         Malformed, truncated or (unless ``allow_trailing``) over-long input ->
         KafkaError(INVALID_REQUEST). Pass a ``bytes`` frame plus ``offset`` to avoid copying the body.
         """
-        con = self.construct(version)
+        decode = self.compiled(version)[0]
         if type(data) is not bytes:
             data = bytes(data)  # BytesIO shares a bytes object; other buffers are copied
-        if self.fast_decode is not None:
-            try:
-                return self.fast_decode(data, version, offset, allow_trailing)
-            except Exception:
-                pass   # not a shape the fast codec takes: the declared one decides
+        try:
+            result, end = decode(data, offset)
+            if end == len(data) or allow_trailing:
+                return result
+        except Exception:
+            pass   # not an input the compiled codec takes: the declared one decides
+        return self.decode_declared(data, version, offset, allow_trailing)
+
+    def decode_declared(self, data: bytes, version: int, offset: int = 0,
+                        allow_trailing: bool = False) -> Struct:
+        """``decode`` through the declared construct codec alone (the canonical answer or error)."""
         stream = io.BytesIO(data)
         if offset:
             stream.seek(offset)
         try:
-            result: Struct = con._parse(stream, None, self.name)
+            result: Struct = self.construct(version)._parse(stream, None, self.name)
         except KafkaError:
             raise
         except Exception as exc:  # construct, struct, unicode, overflow...
@@ -450,14 +475,6 @@ class Message:
             raise KafkaError(ErrorCode.INVALID_REQUEST, f"{len(data) - stream.tell()} "
                              f"trailing bytes after {self.name} v{version}")
         return result
-
-    def _fast_encoded(self, obj: Mapping[str, Any], version: int) -> bytes | None:
-        if self.fast_encode is None:
-            return None
-        try:
-            return self.fast_encode(obj, version)
-        except Exception:
-            return None   # not a shape the fast codec takes: the declared one decides
 
     def __repr__(self) -> str:
         return f"Message({self.name!r}, {self.versions.low}-{self.versions.high})"

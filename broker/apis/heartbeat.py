@@ -23,7 +23,7 @@ def handle(ctx: BrokerContext, rc: RequestContext, req) -> dict:
     coord = coordinator(ctx)
     if coord is None:
         return error_response(req, rc.api_version, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    instance_id = req["group_instance_id"] if rc.api_version >= 3 else None   # item access: see produce.py
+    instance_id = req["group_instance_id"] if rc.api_version >= 3 else None
     code = coord.handle_heartbeat(req["group_id"], req["member_id"], instance_id, req["generation_id"])
     return {"throttle_time_ms": 0, "error_code": int(code)}
 

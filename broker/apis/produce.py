@@ -34,8 +34,6 @@ MAGIC_AT = 16         # the magic byte of a batch (and of a magic 0/1 message)
 
 
 def handle(ctx: BrokerContext, rc: RequestContext, req):
-    # The request is read with item access: an attribute read on a decoded Struct first fails normal
-    # lookup (about a microsecond each, and a produce reads a dozen).
     version = rc.api_version
     acks = req["acks"]
     topic_data = req["topic_data"]

@@ -1,12 +1,10 @@
 """ApiVersions (key 18): which API versions the broker supports.
 
 Invariant: declares every version of Kafka 2.8.2's ApiVersionsRequest/ApiVersionsResponse
-(0-3, flexible 3+); the broker advertises 0-3. The request has a hand-written decoder
-(``protocol/fast_codecs.py``), tried first.
+(0-3, flexible 3+); the broker advertises 0-3.
 """
 from __future__ import annotations
 
-from .. import fast_codecs
 from ..schema import INT16, INT32, INT64, STRING, F, Message
 
 API_KEY = 18
@@ -40,5 +38,3 @@ Response = Message("ApiVersionsResponse", "0-3", flexible="3+", fields=[
         F("min_version_level", INT16, "3+"),
     ], "3+", tag=2, tagged="3+"),
 ])
-
-Request.fast_decode = fast_codecs.decode_api_versions_request

@@ -1,11 +1,10 @@
 """Heartbeat (key 12): keep a group membership alive.
 
 Invariant: declares every version of Kafka 2.8.2's HeartbeatRequest/HeartbeatResponse
-(0-4, flexible 4+); all advertised. Both have hand-written codecs (``protocol/fast_codecs.py``), tried first.
+(0-4, flexible 4+); all advertised.
 """
 from __future__ import annotations
 
-from .. import fast_codecs
 from ..schema import INT16, INT32, STRING, F, Message
 
 API_KEY = 12
@@ -25,6 +24,3 @@ Response = Message("HeartbeatResponse", "0-4", flexible="4+", fields=[
     F("throttle_time_ms", INT32, "1+"),
     F("error_code", INT16, "0+"),
 ])
-
-Request.fast_decode = fast_codecs.decode_heartbeat_request
-Response.fast_encode = fast_codecs.encode_heartbeat_response

@@ -1,12 +1,10 @@
 """Produce (key 0): write record batches to partition leaders.
 
 Invariant: declares every version of Kafka 2.8.2's ProduceRequest/ProduceResponse
-(0-9, flexible 9+), all advertised. The request's decoder and the response's encoder have
-hand-written equivalents (``protocol/fast_codecs.py``), tried first.
+(0-9, flexible 9+), all advertised.
 """
 from __future__ import annotations
 
-from .. import fast_codecs
 from ..schema import INT16, INT32, INT64, RECORDS, STRING, F, Message
 
 API_KEY = 0
@@ -46,6 +44,3 @@ Response = Message("ProduceResponse", "0-9", flexible="9+", fields=[
     ], "0+"),
     F("throttle_time_ms", INT32, "1+", default=0),
 ])
-
-Request.fast_decode = fast_codecs.decode_request
-Response.fast_encode = fast_codecs.encode_response

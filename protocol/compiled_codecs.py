@@ -1,0 +1,322 @@
+"""Compiled codecs: each declared message version turned into straight-line Python (issue 17).
+
+Invariant: for a ``KafkaStruct`` (one message at one version, ``protocol/schema.py``) the compiled
+decoder and encoder are exactly equivalent to the construct ones on every input they take: the
+same bytes decode to equal ``Struct`` objects (same keys in the same order, same values and types)
+and the same bodies encode to the same bytes. They raise something, anything, on every input they
+do not take: malformed or truncated bytes, tagged fields present, values the wire cannot hold or of
+unusual types (a ``str`` subclass, a bytes-like string, a set for an array). ``Message.decode`` /
+``encode`` then run the declared construct codec, which gives the canonical answer or error. So a
+compiled codec can only ever be faster, never different; property tests over every message and
+version hold them to that (``tests/unit/test_compiled_codecs.py``).
+
+The generated code reads with ``struct.unpack_from`` at a position in one ``bytes`` object (runs of
+fixed-width fields in one call), and writes a list of chunks joined once.
+"""
+from __future__ import annotations
+
+import keyword
+import struct
+import uuid
+from typing import Any, Callable, Mapping
+
+from construct import Flag, FormatField
+
+from .primitives import KafkaArray, KafkaBytes, KafkaString, Uuid, encode_uvarint
+from .schema import KafkaStruct, Struct
+
+Decoder = Callable[[bytes, int], "tuple[Struct, int]"]
+Encoder = Callable[[Mapping[str, Any]], bytes]
+
+_SMALL = tuple(bytes((i,)) for i in range(128))
+
+
+class Declined(Exception):
+    """An input the compiled codec leaves to the declared one."""
+
+
+def _uvarint(data: bytes, pos: int) -> tuple[int, int]:
+    """An unsigned varint of at most 5 bytes (``primitives.read_uvarint``'s limit)."""
+    value = shift = 0
+    for _ in range(5):
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, pos
+        shift += 7
+    raise Declined("varint too long")
+
+
+def _fixed_char(con: Any) -> str | None:
+    """The ``struct`` format character of a fixed-width construct, None for any other type."""
+    if con is Flag:
+        return "?"   # unpacks any non-zero byte as True and packs truthiness, as Flag does
+    if isinstance(con, FormatField) and con.fmtstr[0] == ">" and len(con.fmtstr) == 2:
+        return str(con.fmtstr[1])
+    return None
+
+
+class _Source:
+    """Python source being generated, with the objects it refers to."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.names: dict[str, Any] = {
+            "Declined": Declined, "uvarint": _uvarint, "unpack_from": struct.unpack_from,
+            "pack": struct.pack, "SMALL": _SMALL, "encode_uvarint": encode_uvarint, "UUID": uuid.UUID,
+        }
+        self._count = 0
+
+    def var(self, prefix: str = "v") -> str:
+        self._count += 1
+        return f"{prefix}{self._count}"
+
+    def const(self, value: Any) -> str:
+        name = self.var("k")
+        self.names[name] = value
+        return name
+
+    def emit(self, depth: int, line: str) -> None:
+        self.lines.append("    " * depth + line)
+
+    def function(self, name: str, label: str) -> Any:
+        """Define the generated source, which defines ``name``, and return that function."""
+        namespace = dict(self.names)
+        exec(compile("\n".join(self.lines), f"<compiled {label}>", "exec"), namespace)  # noqa: S102
+        return namespace[name]
+
+
+def _struct_call(src: _Source, ks: KafkaStruct, names: list[str], values: list[str]) -> str:
+    record = src.const(ks.record)
+    if all(n.isidentifier() and not keyword.iskeyword(n) for n in names):
+        return record + "(" + ", ".join(f"{n}={v}" for n, v in zip(names, values)) + ")"
+    return record + "({" + ", ".join(f"{n!r}: {v}" for n, v in zip(names, values)) + "})"
+
+
+# ---------------------------------------------------------------------------
+# decoding
+# ---------------------------------------------------------------------------
+
+def _decode_length(src: _Source, d: int, n: str, compact: bool, wide: bool) -> None:
+    if compact:
+        src.emit(d, f"{n} = data[pos]")
+        src.emit(d, f"if {n} < 128:")
+        src.emit(d + 1, "pos += 1")
+        src.emit(d, "else:")
+        src.emit(d + 1, f"{n}, pos = uvarint(data, pos)")
+        src.emit(d, f"{n} -= 1")
+    else:
+        src.emit(d, f"{n}, = unpack_from({'>i' if wide else '>h'!r}, data, pos)")
+        src.emit(d, f"pos += {4 if wide else 2}")
+
+
+def _decode_null(src: _Source, d: int, n: str, out: str, nullable: bool) -> None:
+    """After a length ``n``: null (-1 when nullable) or decline; the ``else:`` branch follows."""
+    src.emit(d, f"if {n} < 0:")
+    if nullable:
+        src.emit(d + 1, f"if {n} != -1:")
+        src.emit(d + 2, "raise Declined")
+        src.emit(d + 1, f"{out} = None")
+    else:
+        src.emit(d + 1, "raise Declined")
+    src.emit(d, "else:")
+
+
+def _decode_value(src: _Source, d: int, con: Any, out: str) -> None:
+    """Code at depth ``d`` that reads one value of ``con`` at ``pos`` into variable ``out``."""
+    char = _fixed_char(con)
+    if char is not None:
+        src.emit(d, f"{out}, = unpack_from('>{char}', data, pos)")
+        src.emit(d, f"pos += {struct.calcsize('>' + char)}")
+    elif isinstance(con, Uuid):
+        end = src.var("e")
+        src.emit(d, f"{end} = pos + 16")
+        src.emit(d, f"if {end} > size:")
+        src.emit(d + 1, "raise Declined")
+        src.emit(d, f"{out} = UUID(bytes=data[pos:{end}])")
+        src.emit(d, f"pos = {end}")
+    elif isinstance(con, (KafkaString, KafkaBytes)):
+        n, end = src.var("n"), src.var("e")
+        _decode_length(src, d, n, con.compact, isinstance(con, KafkaBytes))
+        _decode_null(src, d, n, out, con.nullable)
+        src.emit(d + 1, f"{end} = pos + {n}")
+        src.emit(d + 1, f"if {end} > size:")
+        src.emit(d + 2, "raise Declined")
+        decode = ".decode('utf-8')" if isinstance(con, KafkaString) else ""
+        src.emit(d + 1, f"{out} = data[pos:{end}]{decode}")
+        src.emit(d + 1, f"pos = {end}")
+    elif isinstance(con, KafkaArray):
+        n = src.var("n")
+        _decode_length(src, d, n, con.compact, True)
+        _decode_null(src, d, n, out, con.nullable)
+        src.emit(d + 1, f"if {n} > size - pos:")   # a lying count: the declared codec answers
+        src.emit(d + 2, "raise Declined")
+        element = _fixed_char(con.element)
+        if element is not None:
+            src.emit(d + 1, f"{out} = list(unpack_from('>%d{element}' % {n}, data, pos))")
+            src.emit(d + 1, f"pos += {struct.calcsize('>' + element)} * {n}")
+        else:
+            item = src.var("i")
+            src.emit(d + 1, f"{out} = []")
+            src.emit(d + 1, "for _ in range(" + n + "):")
+            _decode_value(src, d + 2, con.element, item)
+            src.emit(d + 2, f"{out}.append({item})")
+    elif isinstance(con, KafkaStruct):
+        _decode_struct(src, d, con, out)
+    else:
+        raise TypeError(f"no compiled decoder for {con!r}")
+
+
+def _decode_struct(src: _Source, d: int, ks: KafkaStruct, out: str) -> None:
+    names: list[str] = []
+    values: list[str] = []
+    wire = list(ks.wire)
+    i = 0
+    while i < len(wire):
+        if _fixed_char(wire[i].con) is None:
+            target = src.var()
+            _decode_value(src, d, wire[i].con, target)
+            names.append(wire[i].name)
+            values.append(target)
+            i += 1
+            continue
+        run = []   # a run of fixed-width fields is one unpack_from
+        while i < len(wire) and _fixed_char(wire[i].con) is not None:
+            run.append(wire[i])
+            i += 1
+        fmt = ">" + "".join(str(_fixed_char(s.con)) for s in run)
+        targets = [src.var() for _ in run]
+        src.emit(d, f"{', '.join(targets)}, = unpack_from({fmt!r}, data, pos)")
+        src.emit(d, f"pos += {struct.calcsize(fmt)}")
+        names += [s.name for s in run]
+        values += targets
+    for slot in list(ks.absent) + list(ks.tagged):
+        names.append(slot.name)
+        values.append(f"{src.const(slot)}.fresh_default()" if slot.mutable else src.const(slot.default))
+    if ks.flexible:   # an empty tagged-field section only; tags present go to the declared codec
+        src.emit(d, "if data[pos]:")
+        src.emit(d + 1, "raise Declined")
+        src.emit(d, "pos += 1")
+    src.emit(d, f"{out} = {_struct_call(src, ks, names, values)}")
+
+
+def compile_decoder(ks: KafkaStruct, name: str) -> Decoder:
+    """A function ``(data, pos) -> (Struct, end)`` reading one ``ks`` from ``data`` at ``pos``."""
+    src = _Source()
+    src.emit(0, "def decode(data, pos):")
+    src.emit(1, "size = len(data)")
+    _decode_struct(src, 1, ks, "result")
+    src.emit(1, "return result, pos")
+    decoder: Decoder = src.function("decode", f"decoder of {name}")
+    return decoder
+
+
+# ---------------------------------------------------------------------------
+# encoding
+# ---------------------------------------------------------------------------
+
+def _encode_length(src: _Source, d: int, n: str, compact: bool, wide: bool) -> None:
+    if compact:
+        src.emit(d, f"put(SMALL[{n} + 1] if {n} < 127 else encode_uvarint({n} + 1))")
+    else:
+        src.emit(d, f"put(pack({'>i' if wide else '>h'!r}, {n}))")
+
+
+def _encode_null(src: _Source, d: int, value: str, con: Any) -> None:
+    """``if value is None:`` write null or decline; the ``else:`` branch follows."""
+    src.emit(d, f"if {value} is None:")
+    if con.nullable:
+        null = b"\x00" if con.compact else (b"\xff\xff\xff\xff" if con.wide else b"\xff\xff")
+        src.emit(d + 1, f"put({null!r})")
+    else:
+        src.emit(d + 1, "raise Declined")
+    src.emit(d, "else:")
+
+
+def _encode_value(src: _Source, d: int, con: Any, value: str) -> None:
+    """Code at depth ``d`` that writes ``value`` as ``con``."""
+    char = _fixed_char(con)
+    if char is not None:
+        src.emit(d, f"put(pack('>{char}', {value}))")
+    elif isinstance(con, Uuid):
+        src.emit(d, f"if type({value}) is not UUID:")
+        src.emit(d + 1, "raise Declined")
+        src.emit(d, f"put({value}.bytes)")
+    elif isinstance(con, KafkaString):
+        raw = src.var("b")
+        _encode_null(src, d, value, con)
+        src.emit(d + 1, f"if type({value}) is not str:")
+        src.emit(d + 2, "raise Declined")
+        src.emit(d + 1, f"{raw} = {value}.encode('utf-8')")
+        src.emit(d + 1, f"if len({raw}) > 0x7FFF:")
+        src.emit(d + 2, "raise Declined")
+        _encode_length(src, d + 1, f"len({raw})", con.compact, False)
+        src.emit(d + 1, f"put({raw})")
+    elif isinstance(con, KafkaBytes):
+        _encode_null(src, d, value, con)
+        src.emit(d + 1, f"if type({value}) is not bytes:")
+        src.emit(d + 2, f"{value} = memoryview({value}).cast('B')")
+        _encode_length(src, d + 1, f"len({value})", con.compact, True)
+        src.emit(d + 1, f"put({value})")
+    elif isinstance(con, KafkaArray):
+        _encode_null(src, d, value, con)
+        src.emit(d + 1, f"if type({value}) is not list and type({value}) is not tuple:")
+        src.emit(d + 2, "raise Declined")
+        _encode_length(src, d + 1, f"len({value})", con.compact, True)
+        element = _fixed_char(con.element)
+        if element is not None:
+            src.emit(d + 1, f"put(pack('>%d{element}' % len({value}), *{value}))")
+        else:
+            item = src.var("i")
+            src.emit(d + 1, f"for {item} in {value}:")
+            _encode_value(src, d + 2, con.element, item)
+    elif isinstance(con, KafkaStruct):
+        _encode_struct(src, d, con, value)
+    else:
+        raise TypeError(f"no compiled encoder for {con!r}")
+
+
+def _encode_struct(src: _Source, d: int, ks: KafkaStruct, obj: str) -> None:
+    get = src.var("g")
+    src.emit(d, f"{get} = {obj}.get")
+    fixed: list[str] = []   # a run of fixed-width values waiting to be packed in one call
+    chars: list[str] = []
+
+    def flush() -> None:
+        if fixed:
+            src.emit(d, f"put(pack({'>' + ''.join(chars)!r}, {', '.join(fixed)}))")
+            fixed.clear()
+            chars.clear()
+
+    for slot in ks.wire:
+        value = src.var()   # a missing field's default is only read: no fresh copy needed
+        src.emit(d, f"{value} = {get}({slot.name!r}, {src.const(slot.default)})")
+        char = _fixed_char(slot.con)
+        if char is not None:
+            fixed.append(value)
+            chars.append(char)
+            continue
+        flush()
+        _encode_value(src, d, slot.con, value)
+    flush()
+    if ks.flexible:   # no tagged field written: a value other than its default declines
+        for slot in ks.tagged:
+            value = src.var()
+            src.emit(d, f"{value} = {get}({slot.name!r}, MISSING)")
+            src.emit(d, f"if {value} is not MISSING and {value} != {src.const(slot.default)}:")
+            src.emit(d + 1, "raise Declined")
+        src.emit(d, "put(b'\\x00')")
+
+
+def compile_encoder(ks: KafkaStruct, name: str) -> Encoder:
+    """A function ``(obj) -> bytes`` writing ``obj`` as ``ks`` (missing fields take defaults)."""
+    src = _Source()
+    src.names["MISSING"] = object()
+    src.emit(0, "def encode(obj):")
+    src.emit(1, "out = []")
+    src.emit(1, "put = out.append")
+    _encode_struct(src, 1, ks, "obj")
+    src.emit(1, "return b''.join(out)")
+    encoder: Encoder = src.function("encode", f"encoder of {name}")
+    return encoder

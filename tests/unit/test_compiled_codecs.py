@@ -1,0 +1,145 @@
+"""The compiled codecs (protocol/compiled_codecs.py) against the declared construct ones.
+
+Invariant: property tests over every version of every declared message (each API's request and
+response, the group, transaction and consumer-protocol records): bodies drawn from the version's
+own declaration encode to the same bytes and decode to the same Struct (keys, order, values,
+types) through both, and the compiled codec takes every such body without tagged fields (so it is
+really used); bytes flipped, cut or extended, tagged fields and values the wire cannot hold get
+from ``Message.decode``/``encode`` exactly the declared codec's answer or error.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import pytest
+from construct import Flag, FormatField
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from odradek.broker.group import assignment_protocol
+from odradek.protocol import group_records, txn_records
+from odradek.protocol.apis import API_BY_KEY
+from odradek.protocol.errors import KafkaError
+from odradek.protocol.primitives import KafkaArray, KafkaBytes, KafkaString, Uuid
+from odradek.protocol.schema import EncodeError, KafkaStruct, Message
+
+MESSAGES: list[Message] = [m for api in API_BY_KEY.values() for m in (api.Request, api.Response)] + [
+    group_records.OffsetCommitKey, group_records.OffsetCommitValue, group_records.GroupMetadataKey,
+    group_records.GroupMetadataValue, txn_records.TransactionLogKey, txn_records.TransactionLogValue,
+    assignment_protocol.Subscription, assignment_protocol.Assignment,
+]
+RANGES = {"b": 8, "h": 16, "i": 32, "l": 32, "q": 64}
+SETTINGS = settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
+
+
+def _declared_versions(message: Message) -> list[int]:
+    return list(range(message.min_version, min(message.max_version, 40) + 1))
+
+
+def _fixed(con: Any, wild: bool) -> st.SearchStrategy[Any]:
+    if con is Flag:
+        return st.booleans()
+    char = con.fmtstr[1]
+    if char == "d":
+        return st.floats(allow_nan=False)
+    if char in RANGES:
+        bits = RANGES[char]
+        values = st.integers(-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
+    else:
+        values = st.integers(0, (1 << (8 * con.length)) - 1)
+    return values | st.sampled_from([1 << 70, 1.5, "1", None]) if wild else values
+
+
+def _value(con: Any, tags: bool, wild: bool) -> st.SearchStrategy[Any]:
+    """Values of one field at one version; ``tags``: tagged fields may differ from their default;
+    ``wild``: sometimes a value the wire cannot hold."""
+    if isinstance(con, (FormatField, type(Flag))):
+        return _fixed(con, wild)
+    if isinstance(con, Uuid):
+        return st.uuids()
+    if isinstance(con, KafkaString):
+        values: st.SearchStrategy[Any] = st.text(max_size=4) | st.text(min_size=126, max_size=130)
+    elif isinstance(con, KafkaBytes):
+        values = st.binary(max_size=6) | st.binary(min_size=126, max_size=130)
+    elif isinstance(con, KafkaArray):
+        values = st.lists(_value(con.element, tags, wild), max_size=3)
+    elif isinstance(con, KafkaStruct):
+        return _struct(con, tags, wild)
+    else:
+        raise TypeError(con)
+    if con.nullable:
+        values = st.none() | values
+    return values | st.sampled_from([None, 5, {"a": 1}]) if wild else values
+
+
+def _struct(ks: KafkaStruct, tags: bool, wild: bool) -> st.SearchStrategy[dict[str, Any]]:
+    fields = {slot.name: _value(slot.con, tags, wild) for slot in ks.wire}
+    optional = {slot.name: _value(slot.con, tags, wild) for slot in ks.tagged} if tags else {}
+    return st.fixed_dictionaries(fields, optional=optional)
+
+
+def _outcome(call: Callable[[], Any]) -> tuple[str, str]:
+    try:
+        return "ok", repr(call())
+    except (KafkaError, EncodeError) as e:
+        return type(e).__name__, str(e)
+
+
+def _message_id(message: Message) -> str:
+    return message.name
+
+
+@pytest.mark.parametrize("message", MESSAGES, ids=_message_id)
+def test_every_declared_version_compiles(message: Message) -> None:
+    for version in _declared_versions(message):
+        decode, encode = message.compiled(version)
+        assert decode(message.encode_declared({}, version), 0)[0] == message.decode_declared(
+            message.encode_declared({}, version), version)
+
+
+@pytest.mark.parametrize("message", MESSAGES, ids=_message_id)
+@SETTINGS
+@given(data=st.data())
+def test_bodies_without_tagged_fields_take_the_compiled_path_with_the_same_result(
+        message: Message, data: Any) -> None:
+    version = data.draw(st.sampled_from(_declared_versions(message)))
+    body = data.draw(_struct(message.construct(version), tags=False, wild=False))
+    declared = message.encode_declared(body, version)
+    decode, encode = message.compiled(version)
+    assert encode(body) == declared == message.encode(body, version)
+    result, end = decode(declared, 0)
+    assert end == len(declared)
+    canonical = message.decode_declared(declared, version)
+    assert repr(result) == repr(canonical) == repr(message.decode(declared, version))
+    assert type(result) is type(canonical)
+    for name, value in result.items():   # each field reads as an attribute too
+        if name not in dir(dict):
+            assert getattr(result, name) is value
+    framed = b"hdr" + declared + b"tail"
+    for trailing in (False, True):
+        assert _outcome(lambda: message.decode(framed, version, 3, trailing)) == \
+            _outcome(lambda: message.decode_declared(framed, version, 3, trailing))
+
+
+@pytest.mark.parametrize("message", MESSAGES, ids=_message_id)
+@SETTINGS
+@given(data=st.data())
+def test_any_bytes_and_any_body_get_the_declared_answer(message: Message, data: Any) -> None:
+    version = data.draw(st.sampled_from(_declared_versions(message)))
+    ks = message.construct(version)
+    body = data.draw(_struct(ks, tags=True, wild=True))
+    assert _outcome(lambda: message.encode(body, version)) == \
+        _outcome(lambda: message.encode_declared(body, version))
+    tame = data.draw(_struct(ks, tags=True, wild=False))
+    raw = bytearray(message.encode_declared(tame, version))
+    for _ in range(data.draw(st.integers(1, 4))):   # flip bytes, cut, or append
+        choice = data.draw(st.sampled_from(("flip", "cut", "append")))
+        if choice == "flip" and raw:
+            raw[data.draw(st.integers(0, len(raw) - 1))] = data.draw(st.integers(0, 255))
+        elif choice == "cut" and raw:
+            del raw[data.draw(st.integers(0, len(raw) - 1)):]
+        else:
+            raw += data.draw(st.binary(min_size=1, max_size=4))
+    frame = bytes(raw)
+    trailing = data.draw(st.booleans())
+    assert _outcome(lambda: message.decode(frame, version, 0, trailing)) == \
+        _outcome(lambda: message.decode_declared(frame, version, 0, trailing))
