@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 
+from odradek.zk.admin import AdminZkClient
 from odradek.zk.cluster import LocalCluster
 
 from .waits import wait_through_faults
@@ -54,12 +55,7 @@ class ObservedCluster(LocalCluster):
 
     def controller(self) -> int | None:
         """The broker id holding /controller, or None while there is none."""
-        from kazoo.exceptions import NoNodeError
-        try:
-            data, _ = self.zk.get("/controller")
-        except NoNodeError:
-            return None
-        return json.loads(data)["brokerid"]
+        return AdminZkClient(self.zk).controller_id()
 
     def live_brokers(self) -> set[int]:
         return {int(c) for c in self.zk.get_children("/brokers/ids")}
@@ -74,7 +70,10 @@ class ObservedCluster(LocalCluster):
 
     def under_replicated(self) -> list[tuple[str, int]]:
         """The partitions whose ISR is smaller than their replica set."""
-        return [(t, p) for (t, p), st in self._states().items() if len(st["isr"]) < len(self.replicas(t, p))]
+        states = self._states()
+        admin = AdminZkClient(self.zk)
+        assignments = {t: admin.topic_assignment(t) for t in {t for t, _ in states}}   # once per topic
+        return [(t, p) for (t, p), st in states.items() if len(st["isr"]) < len(assignments[t][p])]
 
     def led_by(self, broker_id: int) -> list[tuple[str, int]]:
         return [tp for tp, st in self._states().items() if st["leader"] == broker_id]
