@@ -184,6 +184,10 @@ class Struct(dict[str, Any]):
     def __repr__(self) -> str:
         return "Struct(" + ", ".join(f"{k}={v!r}" for k, v in self.items()) + ")"
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # pickled (and deep-copied) as a plain Struct: a decoded struct's class is made at run time
+        return (Struct, (dict(self),))
+
 
 _DICT_NAMES = frozenset(dir(Struct))
 

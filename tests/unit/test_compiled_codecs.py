@@ -9,6 +9,8 @@ from ``Message.decode``/``encode`` exactly the declared codec's answer or error.
 """
 from __future__ import annotations
 
+import copy
+import pickle
 from typing import Any, Callable
 
 import pytest
@@ -114,6 +116,7 @@ def test_bodies_without_tagged_fields_take_the_compiled_path_with_the_same_resul
     for name, value in result.items():   # each field reads as an attribute too
         if name not in dir(dict):
             assert getattr(result, name) is value
+    assert repr(pickle.loads(pickle.dumps(result))) == repr(copy.deepcopy(result)) == repr(result)
     framed = b"hdr" + declared + b"tail"
     for trailing in (False, True):
         assert _outcome(lambda: message.decode(framed, version, 3, trailing)) == \
