@@ -63,6 +63,10 @@ def create(cluster, topic: str, assignment: dict[int, list[int]]) -> None:
         wait_until(lambda: all(p["leader"] >= 0 for t in admin.describe_topics([topic]) for p in t["partitions"])
                    and len(admin.describe_topics([topic])[0]["partitions"]) == len(assignment),
                    60, f"{topic} to have leaders")
+        # A broker's metadata can name the leader before the leader has made the log (the controller
+        # sends LeaderAndIsr and UpdateMetadata at once, as Kafka's does): wait for every replica's log.
+        wait_until(lambda: all(where(admin, b, (topic, p)) for p, replicas in assignment.items() for b in replicas),
+                   60, f"{topic}'s replicas to show in DescribeLogDirs")
 
 
 def fill(cluster, topic: str, partition: int = 0, mb: int = 3) -> int:
