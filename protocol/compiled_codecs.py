@@ -18,15 +18,13 @@ from __future__ import annotations
 import keyword
 import struct
 import uuid
-from typing import Any, Callable, Mapping
+from itertools import groupby
+from typing import Any, Iterator
 
 from construct import Flag, FormatField
 
 from .primitives import KafkaArray, KafkaBytes, KafkaString, Uuid, encode_uvarint
-from .schema import KafkaStruct, Struct
-
-Decoder = Callable[[bytes, int], "tuple[Struct, int]"]
-Encoder = Callable[[Mapping[str, Any]], bytes]
+from .schema import Decoder, Encoder, KafkaStruct, _Slot
 
 _SMALL = tuple(bytes((i,)) for i in range(128))
 
@@ -168,28 +166,28 @@ def _decode_value(src: _Source, d: int, con: Any, out: str) -> None:
         raise TypeError(f"no compiled decoder for {con!r}")
 
 
+def _wire_runs(ks: KafkaStruct) -> Iterator[tuple[str | None, list[_Slot]]]:
+    """The struct's wire fields in order, as (the struct format of a run of fixed-width fields,
+    read or written in one call, and its slots) or (None, [one slot of another type])."""
+    for fixed, group in groupby(ks.wire, key=lambda slot: _fixed_char(slot.con) is not None):
+        slots = list(group)
+        if fixed:
+            yield ">" + "".join(str(_fixed_char(slot.con)) for slot in slots), slots
+        else:
+            yield from ((None, [slot]) for slot in slots)
+
+
 def _decode_struct(src: _Source, d: int, ks: KafkaStruct, out: str) -> None:
     names: list[str] = []
     values: list[str] = []
-    wire = list(ks.wire)
-    i = 0
-    while i < len(wire):
-        if _fixed_char(wire[i].con) is None:
-            target = src.var()
-            _decode_value(src, d, wire[i].con, target)
-            names.append(wire[i].name)
-            values.append(target)
-            i += 1
-            continue
-        run = []   # a run of fixed-width fields is one unpack_from
-        while i < len(wire) and _fixed_char(wire[i].con) is not None:
-            run.append(wire[i])
-            i += 1
-        fmt = ">" + "".join(str(_fixed_char(s.con)) for s in run)
-        targets = [src.var() for _ in run]
-        src.emit(d, f"{', '.join(targets)}, = unpack_from({fmt!r}, data, pos)")
-        src.emit(d, f"pos += {struct.calcsize(fmt)}")
-        names += [s.name for s in run]
+    for fmt, slots in _wire_runs(ks):
+        targets = [src.var() for _ in slots]
+        if fmt is None:
+            _decode_value(src, d, slots[0].con, targets[0])
+        else:
+            src.emit(d, f"{', '.join(targets)}, = unpack_from({fmt!r}, data, pos)")
+            src.emit(d, f"pos += {struct.calcsize(fmt)}")
+        names += [slot.name for slot in slots]
         values += targets
     for slot in list(ks.absent) + list(ks.tagged):
         names.append(slot.name)
@@ -280,26 +278,14 @@ def _encode_value(src: _Source, d: int, con: Any, value: str) -> None:
 def _encode_struct(src: _Source, d: int, ks: KafkaStruct, obj: str) -> None:
     get = src.var("g")
     src.emit(d, f"{get} = {obj}.get")
-    fixed: list[str] = []   # a run of fixed-width values waiting to be packed in one call
-    chars: list[str] = []
-
-    def flush() -> None:
-        if fixed:
-            src.emit(d, f"put(pack({'>' + ''.join(chars)!r}, {', '.join(fixed)}))")
-            fixed.clear()
-            chars.clear()
-
-    for slot in ks.wire:
-        value = src.var()   # a missing field's default is only read: no fresh copy needed
-        src.emit(d, f"{value} = {get}({slot.name!r}, {src.const(slot.default)})")
-        char = _fixed_char(slot.con)
-        if char is not None:
-            fixed.append(value)
-            chars.append(char)
-            continue
-        flush()
-        _encode_value(src, d, slot.con, value)
-    flush()
+    for fmt, slots in _wire_runs(ks):
+        values = [src.var() for _ in slots]
+        for slot, value in zip(slots, values):   # a missing field's default is only read: no fresh copy
+            src.emit(d, f"{value} = {get}({slot.name!r}, {src.const(slot.default)})")
+        if fmt is None:
+            _encode_value(src, d, slots[0].con, values[0])
+        else:
+            src.emit(d, f"put(pack({fmt!r}, {', '.join(values)}))")
     if ks.flexible:   # no tagged field written: a value other than its default declines
         for slot in ks.tagged:
             value = src.var()

@@ -205,6 +205,10 @@ def record_class(names: tuple[str, ...]) -> type[Struct]:
     return type("Struct", (Struct,), attrs)
 
 
+Decoder = Callable[[bytes, int], "tuple[Struct, int]"]   # (data, pos) -> (struct, end)
+Encoder = Callable[[Mapping[str, Any]], bytes]
+
+
 # ---------------------------------------------------------------------------
 # per-version construct types
 # ---------------------------------------------------------------------------
@@ -376,8 +380,7 @@ class Message:
         self.flexible = Versions.parse(flexible)
         self.fields = tuple(fields)
         self._cache: dict[int, KafkaStruct] = {}
-        self._compiled: dict[int, tuple[Callable[[bytes, int], tuple[Struct, int]],
-                                        Callable[[Mapping[str, Any]], bytes]]] = {}
+        self._compiled: dict[int, tuple[Decoder, Encoder]] = {}
 
     @property
     def min_version(self) -> int:
@@ -405,8 +408,7 @@ class Message:
             self._cache[version] = con
         return con
 
-    def compiled(self, version: int) -> tuple[Callable[[bytes, int], tuple[Struct, int]],
-                                              Callable[[Mapping[str, Any]], bytes]]:
+    def compiled(self, version: int) -> tuple[Decoder, Encoder]:
         """The compiled decoder and encoder of ``version`` (``protocol/compiled_codecs.py``): tried
         first; any exception from them means "not this input", and the declared codec decides."""
         codecs = self._compiled.get(version)
