@@ -1,6 +1,7 @@
-"""The one compiled part of odradek: the record scanner the broker validates produced batches with
-(broker/log/_recordscan.c). It is optional: without a C compiler the install still succeeds and
-the broker uses the same check written in Python (broker/log/validator.py), only slower."""
+"""The one compiled part of odradek: the records section of a RecordBatch v2 in C
+(protocol/_records.c), which the broker validates produced batches with and every reader of
+batches decodes records with. It is optional: without a C compiler the install still succeeds and
+the same walks run in Python (broker/log/validator.py, protocol/records.py), only slower."""
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("odradek.broker.log._recordscan", ["broker/log/_recordscan.c"], optional=True)])
+setup(ext_modules=[Extension("odradek.protocol._records", ["protocol/_records.c"], optional=True)])

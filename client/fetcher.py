@@ -25,7 +25,7 @@ from odradek.protocol import record_batch
 from odradek.protocol.apis import fetch as _fetch
 from odradek.protocol.control_records import parse_control_record
 from odradek.protocol.errors import ErrorCode, KafkaError
-from odradek.protocol.records import Record, decode_batch, iter_records
+from odradek.protocol.records import Record, decode_batch
 
 from .cluster import ClusterMetadata, NodePool
 from .config import ClientConfig
@@ -231,23 +231,20 @@ class Fetcher:
                 self._handle_error(cf)
                 continue
             if cf.records is None:
-                start = position
-                if cf.aborted:
-                    cf.records = committed_records(cf.blob, cf.aborted, start)
-                else:
-                    cf.records = [r for r in iter_records(cf.blob) if r.offset >= start]
+                cf.records = committed_records(cf.blob, cf.aborted or [], position)
                 cf.blob = None
             recs = cf.records
             take = recs[cf.index:cf.index + remaining]
             if take:
                 topic, part = tp
                 kd, vd = self._key_de, self._value_de
-                converted = [ConsumerRecord(
-                    topic, part, r.offset, r.timestamp, r.timestamp_type,
-                    kd(r.key) if kd and r.key is not None else r.key,
-                    vd(r.value) if vd and r.value is not None else r.value,
-                    r.headers, -1 if r.key is None else len(r.key), -1 if r.value is None else len(r.value))
-                    for r in take]
+                new = tuple.__new__   # what ConsumerRecord(...) runs, without its Python frame
+                converted = [new(ConsumerRecord, (
+                    topic, part, offset, timestamp, timestamp_type,
+                    key if kd is None or key is None else kd(key),
+                    value if vd is None or value is None else vd(value),
+                    headers, -1 if key is None else len(key), -1 if value is None else len(value)))
+                    for offset, timestamp, key, value, headers, timestamp_type in take]
                 out.setdefault(tp, []).extend(converted)
                 cf.index += len(take)
                 remaining -= len(take)
@@ -327,5 +324,5 @@ def committed_records(blob: bytes | None, aborted: list[tuple[int, int]], start:
         if header.last_offset < start:
             continue
         _header, records = decode_batch(blob, pos)
-        out.extend(r for r in records if r.offset >= start)
+        out.extend(records if header.base_offset >= start else [r for r in records if r.offset >= start])
     return out

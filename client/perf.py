@@ -87,13 +87,14 @@ class Throttler:
         self.target = target
         self.start = start
 
-    def throttle(self, sent: int, now: float) -> None:
+    def ahead(self, sent: int, now: float) -> float:
+        """Seconds to wait before the next record (0 when not ahead, or unthrottled)."""
         if self.target <= 0:
-            return
-        elapsed = now - self.start
-        if elapsed <= 0 or sent / elapsed <= self.target:
-            return
-        ahead = sent / self.target - elapsed
+            return 0.0
+        return max(sent / self.target - (now - self.start), 0.0)
+
+    def throttle(self, sent: int, now: float) -> None:
+        ahead = self.ahead(sent, now)
         if ahead > 0:
             time.sleep(ahead)
 
@@ -118,7 +119,7 @@ def _producer_parser() -> ArgParser:
     ap.add_argument("--producer-props", nargs="+", default=[])
     ap.add_argument("--producer.config", dest="producer_config")
     ap.add_argument("--bootstrap-server", dest="bootstrap_server")
-    ap.add_argument("--client", choices=["odradek", "confluent-kafka"], default="odradek")
+    ap.add_argument("--client", choices=["odradek", "confluent-kafka", "aiokafka"], default="odradek")
     ap.add_argument("--print-metrics", action="store_true")
     # transactions (kafka-producer-perf-test's flags): either one turns them on
     ap.add_argument("--transactional-id", dest="transactional_id")
@@ -190,10 +191,12 @@ def producer_perf(argv: list[str], out=None) -> int:
     else:
         next_payload = _payload_generator(args.record_size)
     stats = Stats(args.num_records, out=out)
-    if args.client == "confluent-kafka":
-        _produce_confluent(args, props, stats, next_payload)
-    else:
+    if args.client == "odradek":
         _produce_odradek(args, props, stats, next_payload)
+    else:
+        from . import perf_clients
+        {"confluent-kafka": perf_clients.produce_confluent,
+         "aiokafka": perf_clients.produce_aiokafka}[args.client](args, props, stats, next_payload)
     stats.print_total()
     return 0
 
@@ -261,47 +264,6 @@ def _produce_odradek(args: Any, props: dict[str, Any], stats: Stats, next_payloa
     drain_completions()
 
 
-def _produce_confluent(args: Any, props: dict[str, Any], stats: Stats, next_payload: Callable[[], bytes]) -> None:
-    try:
-        import confluent_kafka
-    except ImportError:
-        raise ToolError("confluent-kafka is not installed") from None
-    conf = {k: v for k, v in props.items()}
-    producer = confluent_kafka.Producer(conf)
-    topic = args.topic
-    txn = Transactions(producer, args.txn_duration_ms) if args.txn_duration_ms else None
-
-    start = time.monotonic()
-    throttler = Throttler(args.throughput, start)
-    for i in range(args.num_records):
-        payload = next_payload()
-        t = time.monotonic()
-        n = len(payload)
-
-        def cb(err: Any, msg: Any, t: float = t, n: int = n) -> None:
-            now = time.monotonic()
-            if err is not None:
-                print(f"Error when sending message to topic {topic}: {err}", file=sys.stderr)
-            else:
-                stats.record(int((now - t) * 1000), n, now)
-        if txn is not None:
-            txn.before_send(t)
-        while True:
-            try:
-                producer.produce(topic, payload, on_delivery=cb)
-                break
-            except BufferError:
-                producer.poll(0.05)
-        producer.poll(0)
-        if txn is not None:
-            txn.after_send(t)
-        if args.throughput > 0:
-            throttler.throttle(i + 1, t)
-    if txn is not None:
-        txn.commit()
-    producer.flush()
-
-
 # -- consumer -----------------------------------------------------------------------------
 
 HEADER = ("start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, "
@@ -325,7 +287,7 @@ def _consumer_parser() -> ArgParser:
     ap.add_argument("--fetch-size", type=int, default=1048576)
     ap.add_argument("--group", default=None)
     ap.add_argument("--consumer.config", dest="consumer_config")
-    ap.add_argument("--client", choices=["odradek", "confluent-kafka"], default="odradek")
+    ap.add_argument("--client", choices=["odradek", "confluent-kafka", "aiokafka"], default="odradek")
     ap.add_argument("--hide-header", action="store_true")
     ap.add_argument("--date-format", default=None)
     ap.add_argument("--show-detailed-stats", action="store_true")
@@ -340,7 +302,9 @@ def consumer_perf(argv: list[str], out=None) -> int:
     props["bootstrap.servers"] = resolve_bootstrap(args.bootstrap_server or props.get("bootstrap.servers"))
     if not props.get("group.id"):
         props["group.id"] = args.group or f"perf-consumer-{random.randrange(100000)}"
-    consume = _consume_confluent if args.client == "confluent-kafka" else _consume_odradek
+    from . import perf_clients
+    consume = {"odradek": _consume_odradek, "confluent-kafka": perf_clients.consume_confluent,
+               "aiokafka": perf_clients.consume_aiokafka}[args.client]
     start_wall = time.time()
     start = time.monotonic()
     count, nbytes, timed_out, assigned_at = consume(args, props)
@@ -404,46 +368,6 @@ def _consume_odradek(args: Any, props: dict[str, Any]) -> tuple[int, int, bool, 
         return count, nbytes, False, assigned[0] if assigned else None
     finally:
         consumer.close(autocommit=False)
-
-
-def _consume_confluent(args: Any, props: dict[str, Any]) -> tuple[int, int, bool, float | None]:
-    try:
-        import confluent_kafka
-    except ImportError:
-        raise ToolError("confluent-kafka is not installed") from None
-    conf = {k: v for k, v in props.items()}
-    conf.setdefault("enable.auto.commit", False)
-    conf["auto.offset.reset"] = "latest" if args.from_latest else "earliest"
-    conf.setdefault("max.partition.fetch.bytes", args.fetch_size)
-    consumer = confluent_kafka.Consumer(conf)
-    try:
-        try:
-            md = consumer.list_topics(args.topic, timeout=10)
-        except confluent_kafka.KafkaException as exc:
-            raise ToolError(f"metadata for {args.topic!r}: {exc}") from None
-        tmeta = md.topics.get(args.topic)
-        if tmeta is None or tmeta.error is not None or not tmeta.partitions:
-            raise ToolError(f"topic {args.topic!r} does not exist")
-        assigned: list[float] = []   # when each assignment arrived: the first is the figure
-        consumer.subscribe([args.topic], on_assign=lambda _consumer, _parts: assigned.append(time.monotonic()))
-        count = nbytes = 0
-        last = time.monotonic()
-        while count < args.messages:
-            msgs = consumer.consume(num_messages=min(10000, args.messages - count), timeout=0.1)
-            now = time.monotonic()
-            if msgs:
-                last = now
-                for m in msgs:
-                    if m.error() is not None:
-                        continue
-                    count += 1
-                    k, v = m.key(), m.value()
-                    nbytes += (len(k) if k else 0) + (len(v) if v else 0)
-            elif (now - last) * 1000 > args.timeout:
-                return count, nbytes, True, assigned[0] if assigned else None
-        return count, nbytes, False, assigned[0] if assigned else None
-    finally:
-        consumer.close()
 
 
 # -- end to end ---------------------------------------------------------------------------

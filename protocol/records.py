@@ -14,7 +14,7 @@ offsetDelta varint, keyLength varint (-1 = null), key, valueLength varint
 from __future__ import annotations
 
 import struct
-from typing import Iterable, Iterator, NamedTuple, Sequence
+from typing import Callable, Iterable, Iterator, NamedTuple, Sequence
 
 from crc32c import crc32c
 
@@ -214,8 +214,8 @@ def _corrupt(message: str) -> KafkaError:
     return KafkaError(ErrorCode.CORRUPT_MESSAGE, message)
 
 
-def _decode_records(data: bytes, pos: int, end: int, count: int, base_offset: int,
-                    base_ts: int, log_append_ts: int | None) -> list[Record]:
+def _decode_py(data: bytes, pos: int, end: int, count: int, base_offset: int,
+               base_ts: int, log_append_ts: int | None) -> list[Record]:
     """``count`` records from ``data[pos:end]``; must consume it exactly."""
     out: list[Record] = []
     append = out.append
@@ -312,6 +312,24 @@ def _decode_records(data: bytes, pos: int, end: int, count: int, base_offset: in
     if pos != end:
         raise _corrupt("bytes left after the last record")
     return out
+
+
+_decode_c: Callable[..., list[Record] | None] | None
+try:
+    from ._records import decode as _decode_c
+except ImportError:  # installed without a C compiler: Python alone
+    _decode_c = None
+
+
+def _decode_records(data: bytes, pos: int, end: int, count: int, base_offset: int,
+                    base_ts: int, log_append_ts: int | None) -> list[Record]:
+    """``_decode_py``'s answer: from the C decoder when it has one (for every well-formed section
+    of 64-bit values), else from ``_decode_py`` itself, which gives every error."""
+    if _decode_c is not None:
+        records = _decode_c(data, pos, end, count, base_offset, base_ts, log_append_ts, Record)
+        if records is not None:
+            return records
+    return _decode_py(data, pos, end, count, base_offset, base_ts, log_append_ts)
 
 
 def decode_batch(buf: bytes | bytearray | memoryview, pos: int = 0) -> tuple[BatchHeader, list[Record]]:

@@ -10,7 +10,7 @@ each record's fields filling its length, the records ending exactly at the batch
 offset deltas 0..n-1 (strictly increasing up to lastOffsetDelta for replicated and stored
 batches, which compaction leaves with gaps).
 
-The record walk is ``scan_records``: the C scanner ``_recordscan`` (a few ns per record)
+The record walk is ``scan_records``: the C scanner ``protocol/_records.c:scan`` (a few ns per record)
 when the install could compile it, else ``_scan_py``, the same check in Python (about
 1.5 µs per record). Both accept exactly the same batches (tests/unit/test_batch_validation.py).
 
@@ -290,7 +290,7 @@ def _varint(data: bytes | bytearray | memoryview, pos: int, end: int, max_bytes:
 
 def _scan_py(data: bytes | bytearray | memoryview, pos: int, end: int, count: int, last_delta: int, strict: bool,
              base_ts: int, collect: bool) -> tuple[list[int], list[int]] | None:
-    """What ``_recordscan.scan`` does (see its header comment), in Python: ValueError if malformed."""
+    """What ``protocol/_records.c:scan`` does (see its header comment), in Python: ValueError if malformed."""
     null_keys: list[int] = []
     timestamps: list[int] = []
     previous = -1
@@ -351,6 +351,6 @@ def _length(data: bytes | bytearray | memoryview, p: int, rec_end: int, lowest: 
 
 
 try:
-    from ._recordscan import scan as _scan
+    from odradek.protocol._records import scan as _scan
 except ImportError:  # installed without a C compiler: the same check, in Python
     _scan = _scan_py

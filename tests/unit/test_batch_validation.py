@@ -422,7 +422,8 @@ def test_c_and_python_scanners_agree(records, flips, resize, strict, collect):
     """The compiled scanner (what the broker uses; CI installs a C compiler) and the Python one
     (what an install without a compiler uses) accept the same sections, with the same answers and
     messages, for valid sections and for sections with flipped bytes, cut or padded."""
-    from odradek.broker.log import _recordscan, validator
+    from odradek.broker.log import validator
+    from odradek.protocol import _records
     b = BatchBuilder()
     for ts, key, value, headers in records:
         b.append(NOW + ts, key, value, headers)
@@ -433,7 +434,7 @@ def test_c_and_python_scanners_agree(records, flips, resize, strict, collect):
         data[at % len(data)] ^= mask
     data = data[:len(data) + resize] if resize < 0 else data + bytes(resize)
     outcomes = []
-    for scan in (_recordscan.scan, validator._scan_py):
+    for scan in (_records.scan, validator._scan_py):
         try:
             outcomes.append(scan(data, 0, len(data), h.records_count, h.last_offset_delta, strict, h.base_timestamp,
                                  collect))

@@ -1,0 +1,10 @@
+"""Types of the records section walks in C (protocol/_records.c)."""
+from typing import TypeVar
+
+R = TypeVar("R", bound=tuple[object, ...])
+
+def scan(data: bytes | bytearray | memoryview, start: int, end: int, count: int, last_delta: int, strict: bool,
+         base_timestamp: int, collect: bool, /) -> tuple[list[int], list[int]] | None: ...
+
+def decode(data: bytes | bytearray | memoryview, start: int, end: int, count: int, base_offset: int,
+           base_timestamp: int, log_append_time: int | None, record_type: type[R], /) -> list[R] | None: ...
