@@ -326,19 +326,57 @@ def consumer_perf(argv: list[str], out=None) -> int:
     return 0
 
 
+class Tally:
+    """A consumer run's count: records and their key + value bytes until ``target`` records, or
+    until ``timeout_ms`` passed without one; the instant of each assignment (the first one ends
+    the rebalance time)."""
+
+    def __init__(self, target: int, timeout_ms: int) -> None:
+        self.target = target
+        self.timeout_s = timeout_ms / 1000.0
+        self.count = self.nbytes = 0
+        self.timed_out = False
+        self.assigned: list[float] = []
+        self._last = time.monotonic()
+
+    def going(self) -> bool:
+        return self.count < self.target and not self.timed_out
+
+    def wanted(self) -> int:
+        return self.target - self.count
+
+    def add(self, batch: dict[Any, list[Any]]) -> None:
+        """A poll's result: lists of records with ``serialized_key_size`` and
+        ``serialized_value_size`` (-1 for a null key or value)."""
+        now = time.monotonic()
+        if not batch:
+            self.timed_out = now - self._last > self.timeout_s
+            return
+        self._last = now
+        nbytes = 0
+        for recs in batch.values():
+            self.count += len(recs)
+            for r in recs:
+                nbytes += (r.serialized_key_size if r.serialized_key_size > 0 else 0) + \
+                          (r.serialized_value_size if r.serialized_value_size > 0 else 0)
+        self.nbytes += nbytes
+
+    def result(self) -> tuple[int, int, bool, float | None]:
+        return self.count, self.nbytes, self.timed_out, self.assigned[0] if self.assigned else None
+
+
 def _consume_odradek(args: Any, props: dict[str, Any]) -> tuple[int, int, bool, float | None]:
     """Subscribe through the group and count records; also when the first assignment came."""
     from .consumer import Consumer, ConsumerRebalanceListener
 
-    assigned: list[float] = []
+    tally = Tally(args.messages, args.timeout)
 
     class Listener(ConsumerRebalanceListener):
         def on_partitions_revoked(self, revoked):
             pass
 
         def on_partitions_assigned(self, partitions):
-            if not assigned:
-                assigned.append(time.monotonic())
+            tally.assigned.append(time.monotonic())
 
     props = dict(props)
     props.setdefault("max.partition.fetch.bytes", args.fetch_size)
@@ -350,22 +388,9 @@ def _consume_odradek(args: Any, props: dict[str, Any]) -> tuple[int, int, bool, 
         if not consumer.partitions_for_topic(args.topic):
             raise ToolError(f"topic {args.topic!r} does not exist")
         consumer.subscribe([args.topic], listener=Listener())
-        count = nbytes = 0
-        last = time.monotonic()
-        target = args.messages
-        while count < target:
-            batch = consumer.poll(timeout_ms=100, max_records=target - count)
-            now = time.monotonic()
-            if batch:
-                last = now
-                for recs in batch.values():
-                    count += len(recs)
-                    for r in recs:
-                        nbytes += (r.serialized_key_size if r.serialized_key_size > 0 else 0) + \
-                                  (r.serialized_value_size if r.serialized_value_size > 0 else 0)
-            elif (now - last) * 1000 > args.timeout:
-                return count, nbytes, True, assigned[0] if assigned else None
-        return count, nbytes, False, assigned[0] if assigned else None
+        while tally.going():
+            tally.add(consumer.poll(timeout_ms=100, max_records=tally.wanted()))
+        return tally.result()
     finally:
         consumer.close(autocommit=False)
 

@@ -16,7 +16,7 @@ import time
 from types import ModuleType
 from typing import Any, Callable
 
-from .perf import Stats, Throttler, Transactions
+from .perf import Stats, Tally, Throttler, Transactions
 from .tools import ToolError
 
 
@@ -163,14 +163,14 @@ def produce_aiokafka(args: Any, props: dict[str, Any], stats: Stats, next_payloa
 
 def consume_aiokafka(args: Any, props: dict[str, Any]) -> tuple[int, int, bool, float | None]:
     aiokafka = _client("aiokafka", "aiokafka")
-    assigned: list[float] = []
+    tally = Tally(args.messages, args.timeout)
 
     class Listener(_client("aiokafka.abc", "aiokafka").ConsumerRebalanceListener):  # type: ignore[misc]
         def on_partitions_revoked(self, revoked: Any) -> None:
             pass
 
-        def on_partitions_assigned(self, assigned_partitions: Any) -> None:
-            assigned.append(time.monotonic())
+        def on_partitions_assigned(self, assigned: Any) -> None:
+            tally.assigned.append(time.monotonic())
 
     async def run() -> tuple[int, int, bool, float | None]:
         consumer = aiokafka.AIOKafkaConsumer(
@@ -182,20 +182,9 @@ def consume_aiokafka(args: Any, props: dict[str, Any]) -> tuple[int, int, bool, 
             if args.topic not in await consumer.topics():
                 raise ToolError(f"topic {args.topic!r} does not exist")
             consumer.subscribe([args.topic], listener=Listener())
-            count = nbytes = 0
-            last = time.monotonic()
-            while count < args.messages:
-                batch = await consumer.getmany(timeout_ms=100, max_records=args.messages - count)
-                now = time.monotonic()
-                if batch:
-                    last = now
-                    for recs in batch.values():
-                        count += len(recs)
-                        for r in recs:
-                            nbytes += max(r.serialized_key_size, 0) + max(r.serialized_value_size, 0)
-                elif (now - last) * 1000 > args.timeout:
-                    return count, nbytes, True, assigned[0] if assigned else None
-            return count, nbytes, False, assigned[0] if assigned else None
+            while tally.going():
+                tally.add(await consumer.getmany(timeout_ms=100, max_records=tally.wanted()))
+            return tally.result()
         finally:
             await consumer.stop()
 
