@@ -24,7 +24,10 @@ CASES = (  # (name, frame size, bytes per dataReceived call, frames)
 
 
 class _FixedResponse:
-    def handle(self, frame: bytes, listener: str, peer: str) -> bytes:
+    """A request handler answering every frame with the same 4 bytes (``RequestHandler.handle``'s
+    signature: the frame, then the connection's listener, peer, principal and throttle)."""
+
+    def handle(self, frame: bytes, *connection: object) -> bytes:
         return b"\x00\x00\x00\x01"
 
 
@@ -47,8 +50,10 @@ def _round(frame_size: int, chunk: int, count: int) -> float:
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="odradek perf framing", description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--scale", type=float, default=1.0, help="run this fraction of each case's frames")
     args = ap.parse_args(argv)
     for name, size, chunk, count in CASES:
-        best = min(_round(size, chunk, count) for _ in range(args.rounds))
+        frames = max(1, int(count * args.scale))
+        best = min(_round(size, chunk, frames) for _ in range(args.rounds))
         print(f"{name}: {best * 1e6:.1f} us per frame ({1 / best:,.0f} frames/s)")
     return 0

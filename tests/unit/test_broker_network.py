@@ -212,3 +212,12 @@ def test_librdkafkas_all_topics_metadata_v11_is_read_as_kafka_reads_it(broker):
     garbage = frame(fetch, 11, 4, fetch_body("t"))[4:] + b"\x00\x00"     # other APIs stay strict
     conn.dataReceived(struct.pack(">i", len(garbage)) + garbage)
     assert tr.disconnecting
+
+
+def test_framing_benchmark_runs_every_case(capsys):
+    """``odradek perf framing`` (the figures in docs/benchmarks.md) drives the real socket layer
+    with its fixed-response handler and answers every frame of every case."""
+    from odradek.client.perf import main
+    assert main(["framing", "--rounds", "1", "--scale", "0.01"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 3 and all("us per frame" in line for line in lines)
