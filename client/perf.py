@@ -1,8 +1,8 @@
-"""``odradek perf producer|consumer|e2e``: Kafka's perf tools, with their exact output lines.
+"""``odradek perf producer|consumer``: Kafka's perf tools, with their exact output lines.
 
-Invariant: the printed lines match kafka-producer-perf-test (ProducerPerformance),
-kafka-consumer-perf-test (ConsumerPerformance) and kafka.tools.EndToEndLatency
-of Kafka 2.8 format for format, so numbers can be compared side by side. The
+Invariant: the printed lines match kafka-producer-perf-test (ProducerPerformance) and
+kafka-consumer-perf-test (ConsumerPerformance) of Kafka 2.8 format for format, so numbers
+can be compared side by side (``perf e2e``, EndToEndLatency, is ``perf_e2e.py``). The
 odradek producer is measured with per-batch completion callbacks (latency of a
 record = its batch's completion time minus its own send time), never with a
 callback per record.
@@ -15,9 +15,8 @@ import random
 import sys
 import time
 from datetime import datetime
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
-from .structs import TopicPartition
 from .tools import ArgParser, ToolError, kv_pairs, properties_file, resolve_bootstrap, run_tool
 
 
@@ -73,7 +72,9 @@ class Stats:
               f"{p[0]} ms 50th, {p[1]} ms 95th, {p[2]} ms 99th, {p[3]} ms 99.9th.", file=self.out, flush=True)
 
 
-def percentiles(values: list[int], ps: tuple[float, ...]) -> list[int]:
+def percentiles(values: Sequence[float], ps: tuple[float, ...]) -> list[float]:
+    """The values at fractions ``ps`` of the sorted ``values`` (Kafka's tools' nearest rank; ints
+    stay ints)."""
     s = sorted(values)
     if not s:
         return [0 for _ in ps]
@@ -395,78 +396,6 @@ def _consume_odradek(args: Any, props: dict[str, Any]) -> tuple[int, int, bool, 
         consumer.close(autocommit=False)
 
 
-# -- end to end ---------------------------------------------------------------------------
-
-def _e2e_parser() -> ArgParser:
-    ap = ArgParser(prog="odradek perf e2e")
-    ap.add_argument("--bootstrap-server", "--broker-list", dest="bootstrap_server")
-    ap.add_argument("--topic", required=True)
-    ap.add_argument("--num-messages", type=int, required=True)
-    ap.add_argument("--acks", default="1")
-    ap.add_argument("--message-size", type=int, default=100)
-    ap.add_argument("--producer-props", nargs="+", default=[])
-    ap.add_argument("--timeout", type=int, default=10000, help="ms to wait for each message")
-    return ap
-
-
-def e2e_perf(argv: list[str], out=None) -> int:
-    from .consumer import Consumer
-    from .producer import Producer
-
-    args = _e2e_parser().parse_args(argv)
-    out = out or sys.stdout
-    if args.acks not in ("1", "all", "-1", "0"):
-        raise ToolError("Latency testing requires synchronous acknowledgement. Please use 1 or all")
-    bootstrap = resolve_bootstrap(args.bootstrap_server)
-    pprops = {"bootstrap.servers": bootstrap, "acks": args.acks, "linger.ms": 0, "batch.size": 0}
-    pprops.update(kv_pairs(args.producer_props, "--producer-props"))
-    producer = Producer(pprops)
-    consumer = Consumer({"bootstrap.servers": bootstrap, "fetch.max.wait.ms": 0, "auto.offset.reset": "latest"})
-    try:
-        parts = producer.partitions_for(args.topic)
-        if len(parts) != 1:
-            print(f"WARNING: {args.topic} has {len(parts)} partitions; using partition 0 only", file=sys.stderr)
-        tp = TopicPartition(args.topic, 0)
-        consumer.assign([tp])
-        consumer.seek_to_end(tp)
-        consumer.position(tp)
-        latencies: list[float] = []
-        total = 0.0
-        rnd = random.Random()
-        for i in range(args.num_messages):
-            message = bytes(rnd.randrange(26) + 65 for _ in range(args.message_size))
-            begin = time.perf_counter()
-            producer.send(args.topic, message, partition=0).get(timeout=30)
-            got = None
-            deadline = time.monotonic() + args.timeout / 1000.0
-            while got is None:
-                batch = consumer.poll(timeout_ms=max(1, int((deadline - time.monotonic()) * 1000)))
-                recs = batch.get(tp, [])
-                if recs:
-                    got = recs[0]
-                    if len(recs) > 1:
-                        raise ToolError("Only one result was expected during this test. We found " + str(len(recs)))
-                elif time.monotonic() >= deadline:
-                    raise ToolError("poll timed out")
-            elapsed = time.perf_counter() - begin
-            if got.value != message:
-                raise ToolError(f"The message read [{got.value!r}] did not match the message sent")
-            if i % 1000 == 0:
-                print(f"{i}\t{elapsed * 1000.0}", file=out, flush=True)
-            total += elapsed
-            latencies.append(elapsed * 1000.0)
-        n = len(latencies)
-        print(f"Avg latency: {total / max(n, 1) * 1000.0:.4f} ms", file=out)
-        s = sorted(latencies)
-        if s:
-            p50, p99, p999 = (int(s[min(int(n * q), n - 1)]) for q in (0.5, 0.99, 0.999))
-            print(f"Percentiles: 50th = {p50}, 99th = {p99}, 99.9th = {p999}", file=out, flush=True)
-    finally:
-        producer.close()
-        consumer.close()
-    return 0
-
-
 def commit_perf(argv: list[str], out=None) -> int:
     """Latency of synchronous offset commits by one group member (acks=-1 on __consumer_offsets)."""
     import statistics
@@ -517,7 +446,7 @@ def _module_tool(module: str) -> Callable[[list[str]], int]:
     return run
 
 
-COMMANDS = {"producer": producer_perf, "consumer": consumer_perf, "e2e": e2e_perf, "commit": commit_perf,
+COMMANDS = {"producer": producer_perf, "consumer": consumer_perf, "e2e": _module_tool("odradek.client.perf_e2e"), "commit": commit_perf,
             "failover": _module_tool("odradek.client.perf_failover"), "framing": _module_tool("odradek.broker.network.framing_bench"),
             "log-append": _module_tool("odradek.broker.log.append_bench"),
             "requests": _module_tool("odradek.client.perf_requests"), "scale": _module_tool("odradek.zk.perf_scale")}

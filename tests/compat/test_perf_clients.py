@@ -81,3 +81,34 @@ def _end_offset(bootstrap: str, topic: str) -> int:
         return int(consumer.end_offsets([tp])[tp])
     finally:
         consumer.close()
+
+
+@pytest.mark.parametrize("mode", [[], ["--throughput", "500"]], ids=["one-at-a-time", "at-a-rate"])
+def test_e2e_latency_reads_back_every_message(compat_cluster, mode):
+    """``odradek perf e2e``: EndToEndLatency's lines (and at a rate, the exact percentiles) over
+    every message sent, each read back; a message too small for its send instant is refused."""
+    from odradek.client import AdminClient
+    from odradek.client.structs import NewTopic
+    topic = "perf-e2e-" + ("rate" if mode else "sync")
+    admin = AdminClient(bootstrap_servers=compat_cluster.bootstrap_servers)
+    try:
+        admin.create_topics([NewTopic(topic, 1, 1)])
+    finally:
+        admin.close()
+    before = _end_offset(compat_cluster.bootstrap_servers, topic)
+    r = perf("e2e", "--bootstrap-server", compat_cluster.bootstrap_servers, "--topic", topic,
+             "--num-messages", "400", "--acks", "all", *mode)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.strip().splitlines()
+    summary = [line for line in lines if line.startswith(("Avg latency: ", "Percentiles"))]
+    assert len(summary) == (3 if mode else 2), lines
+    assert float(summary[0].split()[2]) > 0
+    if mode:
+        exact = dict(part.split(" = ") for part in summary[2].removeprefix("Percentiles (ms): ").split(", "))
+        assert set(exact) == {"50th", "99th", "99.9th", "max"}
+        assert 0 < float(exact["50th"]) <= float(exact["99th"]) <= float(exact["99.9th"]) <= float(exact["max"])
+    assert _end_offset(compat_cluster.bootstrap_servers, topic) == before + 400
+    r = perf("e2e", "--bootstrap-server", compat_cluster.bootstrap_servers, "--topic", topic,
+             "--num-messages", "1", "--message-size", "4", "--throughput", "10")
+    assert r.returncode == 1 and r.stderr.strip() == \
+        "Error: --throughput needs --message-size of at least 8 (the send instant)"
