@@ -349,17 +349,23 @@ class Tally:
     def add(self, batch: dict[Any, list[Any]]) -> None:
         """A poll's result: lists of records with ``serialized_key_size`` and
         ``serialized_value_size`` (-1 for a null key or value)."""
-        now = time.monotonic()
-        if not batch:
-            self.timed_out = now - self._last > self.timeout_s
-            return
-        self._last = now
-        nbytes = 0
+        count = nbytes = 0
         for recs in batch.values():
-            self.count += len(recs)
+            count += len(recs)
             for r in recs:
                 nbytes += (r.serialized_key_size if r.serialized_key_size > 0 else 0) + \
                           (r.serialized_value_size if r.serialized_value_size > 0 else 0)
+        self.counted(count, nbytes, bool(batch))
+
+    def counted(self, count: int, nbytes: int, arrived: bool) -> None:
+        """A poll gave ``count`` records of ``nbytes``; with nothing ``arrived`` for the timeout,
+        the run has timed out."""
+        now = time.monotonic()
+        if not arrived:
+            self.timed_out = now - self._last > self.timeout_s
+            return
+        self._last = now
+        self.count += count
         self.nbytes += nbytes
 
     def result(self) -> tuple[int, int, bool, float | None]:

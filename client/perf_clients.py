@@ -82,24 +82,19 @@ def consume_confluent(args: Any, props: dict[str, Any]) -> tuple[int, int, bool,
         tmeta = md.topics.get(args.topic)
         if tmeta is None or tmeta.error is not None or not tmeta.partitions:
             raise ToolError(f"topic {args.topic!r} does not exist")
-        assigned: list[float] = []   # when each assignment arrived: the first is the figure
-        consumer.subscribe([args.topic], on_assign=lambda _consumer, _parts: assigned.append(time.monotonic()))
-        count = nbytes = 0
-        last = time.monotonic()
-        while count < args.messages:
-            msgs = consumer.consume(num_messages=min(10000, args.messages - count), timeout=0.1)
-            now = time.monotonic()
-            if msgs:
-                last = now
-                for m in msgs:
-                    if m.error() is not None:
-                        continue
-                    count += 1
-                    k, v = m.key(), m.value()
-                    nbytes += (len(k) if k else 0) + (len(v) if v else 0)
-            elif (now - last) * 1000 > args.timeout:
-                return count, nbytes, True, assigned[0] if assigned else None
-        return count, nbytes, False, assigned[0] if assigned else None
+        tally = Tally(args.messages, args.timeout)
+        consumer.subscribe([args.topic], on_assign=lambda _consumer, _parts: tally.assigned.append(time.monotonic()))
+        while tally.going():
+            msgs = consumer.consume(num_messages=min(10000, tally.wanted()), timeout=0.1)
+            count = nbytes = 0
+            for m in msgs:
+                if m.error() is not None:
+                    continue
+                count += 1
+                k, v = m.key(), m.value()
+                nbytes += (len(k) if k else 0) + (len(v) if v else 0)
+            tally.counted(count, nbytes, bool(msgs))
+        return tally.result()
     finally:
         consumer.close()
 

@@ -46,20 +46,21 @@ def main(argv: list[str], out: Any = None) -> int:
 
     args = _parser().parse_args(argv)
     out = out or sys.stdout
+    at_rate = args.throughput > 0
     if args.acks not in ("1", "all", "-1", "0"):
         raise ToolError("Latency testing requires synchronous acknowledgement. Please use 1 or all")
-    if args.throughput > 0 and args.message_size < SENT_AT.size:
+    if at_rate and args.message_size < SENT_AT.size:
         raise ToolError(f"--throughput needs --message-size of at least {SENT_AT.size} (the send instant)")
     bootstrap = resolve_bootstrap(args.bootstrap_server)
     pprops = {"bootstrap.servers": bootstrap, "acks": args.acks, "linger.ms": 0}
-    if not args.throughput > 0:   # one at a time: EndToEndLatency's unbatched producer
+    if not at_rate:   # one at a time: EndToEndLatency's unbatched producer
         pprops["batch.size"] = 0
     pprops.update(kv_pairs(args.producer_props, "--producer-props"))
     producer = Producer(pprops)
     # one at a time, EndToEndLatency's consumer polls without waiting; at a rate it long-polls as
     # consumers do (the broker answers when the high watermark moves), so it does not spin
     consumer = Consumer({"bootstrap.servers": bootstrap, "auto.offset.reset": "latest",
-                         "fetch.max.wait.ms": 500 if args.throughput > 0 else 0})
+                         "fetch.max.wait.ms": 500 if at_rate else 0})
     try:
         parts = producer.partitions_for(args.topic)
         if len(parts) != 1:
@@ -68,7 +69,7 @@ def main(argv: list[str], out: Any = None) -> int:
         consumer.assign([tp])
         consumer.seek_to_end(tp)
         consumer.position(tp)
-        if args.throughput > 0:
+        if at_rate:
             latencies = _at_rate(args, producer, consumer, tp)
         else:
             latencies = _one_at_a_time(args, producer, consumer, tp, out)
@@ -77,7 +78,7 @@ def main(argv: list[str], out: Any = None) -> int:
         if latencies:
             p50, p99, p999 = percentiles(latencies, (0.5, 0.99, 0.999))
             print(f"Percentiles: 50th = {int(p50)}, 99th = {int(p99)}, 99.9th = {int(p999)}", file=out, flush=True)
-            if args.throughput > 0:
+            if at_rate:
                 print(f"Percentiles (ms): 50th = {p50:.2f}, 99th = {p99:.2f}, 99.9th = {p999:.2f}, "
                       f"max = {max(latencies):.2f}", file=out, flush=True)
     finally:
