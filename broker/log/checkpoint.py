@@ -8,6 +8,7 @@ space-separated fields (``topic partition offset`` or ``epoch startOffset``).
 from __future__ import annotations
 
 import os
+from concurrent.futures import ThreadPoolExecutor
 from typing import Iterable, Mapping
 
 VERSION = 0
@@ -24,19 +25,59 @@ class CheckpointError(Exception):
 
 def write_atomically(path: str, text: str) -> None:
     """Replace ``path`` with ``text`` via temp file, fsync and rename."""
-    tmp = path + ".tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    _write_temp(path, text, sync=True)
+    os.replace(path + ".tmp", path)
+
+
+def write_all_atomically(files: Iterable[tuple[str, str]], threads: int = 16) -> list[tuple[str, OSError]]:
+    """``write_atomically`` for many (path, text) at once: every temp file written, then all of
+    them fsynced by ``threads`` threads (the file system commits concurrent syncs together, where
+    one at a time costs a journal commit each), then each renamed over its file. Returns (path,
+    error) for those that failed; the others are replaced."""
+    failed: list[tuple[str, OSError]] = []
+    written: list[str] = []
+    for path, text in files:
+        try:
+            _write_temp(path, text, sync=False)
+            written.append(path)
+        except OSError as e:
+            failed.append((path, e))
+
+    def sync(path: str) -> OSError | None:
+        try:
+            fd = os.open(path + ".tmp", os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(path + ".tmp", path)
+        except OSError as e:
+            return e
+        return None
+    if written:
+        with ThreadPoolExecutor(min(threads, len(written))) as pool:
+            failed += [(path, e) for path, e in zip(written, pool.map(sync, written)) if e is not None]
+    return failed
+
+
+def _write_temp(path: str, text: str, sync: bool) -> None:
+    fd = os.open(path + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         os.write(fd, text.encode())
-        os.fsync(fd)
+        if sync:
+            os.fsync(fd)
     finally:
         os.close(fd)
-    os.replace(tmp, path)
 
 
 def write_entries(path: str, entries: Iterable[tuple]) -> None:
+    write_atomically(path, entries_text(entries))
+
+
+def entries_text(entries: Iterable[tuple]) -> str:
+    """A checkpoint file's text: version, count, one entry per line."""
     lines = [" ".join(str(f) for f in e) for e in entries]
-    write_atomically(path, f"{VERSION}\n{len(lines)}\n" + "".join(line + "\n" for line in lines))
+    return f"{VERSION}\n{len(lines)}\n" + "".join(line + "\n" for line in lines)
 
 
 def read_entries(path: str, fields: int) -> list[list[str]]:

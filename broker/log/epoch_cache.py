@@ -1,17 +1,27 @@
 """Leader epoch cache of one partition, persisted as ``leader-epoch-checkpoint``.
 
-Invariant: entries (epoch, start_offset) are strictly increasing in both fields,
-and the file always reflects them (rewritten atomically on every change, which
-happens only when the leader epoch changes or the log is truncated).
+Invariant: entries (epoch, start_offset) are strictly increasing in both fields, and the file
+(rewritten atomically: temp file, fsync, rename) holds every entry that starts below the log's
+recovery point. A truncation rewrites it at once (but the one at load, ``loaded``). A new epoch (``assign``: a LeaderAndIsr making
+this broker leader, a follower's first batch of a newer epoch, recovery) is only kept in memory
+(``unwritten``) until ``flush``: the Log calls it before its recovery point moves and when it
+closes, and ``flush_all`` writes many at once at shutdown. Kafka 2.8 fsyncs the file at every
+new epoch; at 10,000 partitions that is one fsync per partition on every leader change, on the
+broker's only reactor thread here. Nothing is lost by waiting: an entry not yet written starts
+at or after the recovery point, and after a crash the log recovers every batch from the recovery
+point on, assigning their leader epochs again (``Log._recover_segment``). What recovery cannot
+rebuild is an epoch that started without any batch before the crash; no replica holds a record
+of it, and the end offset answered for the epoch before it is then the log end offset, which
+is where that epoch started.
 File: ``0``, count, then ``epoch startOffset`` lines (``LeaderEpochCheckpointFile``).
 """
 from __future__ import annotations
 
 import logging
 from bisect import bisect_right
-from typing import NamedTuple
+from typing import Iterable, NamedTuple
 
-from .checkpoint import CheckpointError, read_entries, write_entries
+from .checkpoint import CheckpointError, entries_text, read_entries, write_all_atomically, write_entries
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +45,7 @@ class LeaderEpochFileCache:
         except (CheckpointError, ValueError) as e:
             log.warning("ignoring malformed leader epoch checkpoint %s: %s", path, e)
             self._entries = []
+        self.unwritten = False   # an assign since the file was last written
 
     @property
     def entries(self) -> list[EpochEntry]:
@@ -54,7 +65,7 @@ class LeaderEpochFileCache:
         while self._entries and self._entries[-1].start_offset >= start_offset:
             self._entries.pop()
         self._entries.append(EpochEntry(epoch, start_offset))
-        self._flush()
+        self.unwritten = True
 
     def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> tuple[int, int]:
         """(epoch, end offset) for OffsetForLeaderEpoch: the largest epoch ≤ the requested
@@ -78,13 +89,14 @@ class LeaderEpochFileCache:
         i = bisect_right(starts, offset)
         return self._entries[i - 1].epoch if i else UNDEFINED_EPOCH
 
-    def truncate_from_end(self, end_offset: int) -> None:
-        """Drop entries starting at or after ``end_offset`` (log truncated to it)."""
+    def truncate_from_end(self, end_offset: int, write: bool = True) -> None:
+        """Drop entries starting at or after ``end_offset`` (log truncated to it); ``write``
+        False: only in memory (see ``loaded``)."""
         if end_offset >= 0 and self._entries and self._entries[-1].start_offset >= end_offset:
             self._entries = [e for e in self._entries if e.start_offset < end_offset]
-            self._flush()
+            self._written(write)
 
-    def truncate_from_start(self, start_offset: int) -> None:
+    def truncate_from_start(self, start_offset: int, write: bool = True) -> None:
         """Log start moved to ``start_offset``: drop earlier entries but keep the epoch
         covering it, moved to start there."""
         if not self._entries or self._entries[0].start_offset >= start_offset:
@@ -92,7 +104,21 @@ class LeaderEpochFileCache:
         keep = [e for e in self._entries if e.start_offset > start_offset]
         covering = [e for e in self._entries if e.start_offset <= start_offset][-1]
         self._entries = [EpochEntry(covering.epoch, start_offset)] + keep
-        self._flush()
+        self._written(write)
+
+    def loaded(self, log_start_offset: int, log_end_offset: int) -> None:
+        """The log finished loading: drop the entries past its end (an epoch that began without a
+        record, as Kafka's load does) or before its start, in memory only. Every load does the
+        same again, so the file keeping them until the next write loses nothing; writing them here
+        would be one fsync per log at every broker start."""
+        self.truncate_from_end(log_end_offset, write=False)
+        self.truncate_from_start(log_start_offset, write=False)
+
+    def _written(self, write: bool) -> None:
+        if write:
+            self._flush()
+        else:
+            self.unwritten = True
 
     def move_to(self, path: str) -> None:
         """Keep these entries in ``path`` from now on (a replica moved to another log dir)."""
@@ -103,5 +129,23 @@ class LeaderEpochFileCache:
         self._entries = []
         self._flush()
 
+    def flush(self) -> None:
+        """Write the file if an assign is not in it yet (before the recovery point moves past it)."""
+        if self.unwritten:
+            self._flush()
+
     def _flush(self) -> None:
         write_entries(self.path, self._entries)
+        self.unwritten = False
+
+
+def flush_all(caches: Iterable[LeaderEpochFileCache]) -> list[tuple[str, OSError]]:
+    """``flush`` many caches, their files synced together (``checkpoint.write_all_atomically``);
+    (path, error) for the files that could not be written (those caches stay unwritten)."""
+    unwritten = {c.path: c for c in caches if c.unwritten}
+    failed = write_all_atomically((path, entries_text(c._entries)) for path, c in unwritten.items())
+    for c in unwritten.values():
+        c.unwritten = False
+    for path, _ in failed:
+        unwritten[path].unwritten = True
+    return failed

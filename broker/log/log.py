@@ -116,8 +116,7 @@ class Log(LogRetention, TransactionalLog):
         first = self.segments[0].base_offset
         self.log_start_offset = min(max(log_start_offset, first), self.log_end_offset)
         self.recovery_point = min(max(self.recovery_point, 0), self.log_end_offset)
-        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
-        self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+        self.leader_epoch_cache.loaded(self.log_start_offset, self.log_end_offset)
         self._load_producer_state()
 
     # ---------------------------------------------------------------- loading
@@ -495,6 +494,7 @@ class Log(LogRetention, TransactionalLog):
         offset = self.log_end_offset if offset is None else offset
         if offset <= self.recovery_point:
             return
+        self.leader_epoch_cache.flush()   # no epoch entry may start below the recovery point unwritten
         for seg in self.segments:
             if seg.next_offset > self.recovery_point and seg.base_offset < offset:
                 seg.flush()
@@ -502,8 +502,11 @@ class Log(LogRetention, TransactionalLog):
 
     def close(self) -> None:
         if os.path.isdir(self.dir) and self.segments and self.segments[-1]._fd >= 0:
-            try:
-                self.producer_state.take_snapshot(self.log_end_offset)
+            self.leader_epoch_cache.flush()
+            try:   # as Kafka: a snapshot only if offsets were added since the newest one (none: 0)
+                leo = self.log_end_offset
+                if leo > 0 and leo > max(self.producer_state.snapshot_offsets(), default=0):
+                    self.producer_state.take_snapshot(leo)
             except OSError as e:
                 logger.warning("%s: producer snapshot on close failed: %s", self.dir, e)
         for seg in self.segments:

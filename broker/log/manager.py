@@ -33,6 +33,7 @@ from .checkpoint import (CLEAN_SHUTDOWN_FILE, HIGH_WATERMARK_CHECKPOINT, LOG_STA
                          META_PROPERTIES, RECOVERY_POINT_CHECKPOINT, CheckpointError,
                          OffsetCheckpointFile, read_properties, write_properties)
 from .producer_state import DEFAULT_EXPIRATION_MS
+from .epoch_cache import flush_all
 from .log import FUTURE_DIR_SUFFIX, Log, parse_topic_partition
 from .log_dir_failure import LogDirFailureChannel, storage_error
 from .partition_metadata import read_topic_id, write_topic_id
@@ -474,8 +475,14 @@ class LogManager:
         if self._closed:
             return
         self._closed = True
-        for tp, log, d in [*((tp, lg, self._log_dir_of[tp]) for tp, lg in self._logs.items()),
-                           *((tp, lg, self._future_dir_of[tp]) for tp, lg in self._future_logs.items())]:
+        logs = [*((tp, lg, self._log_dir_of[tp]) for tp, lg in self._logs.items()),
+                *((tp, lg, self._future_dir_of[tp]) for tp, lg in self._future_logs.items())]
+        # the leader-epoch checkpoints not yet written, synced together; one that fails here is
+        # tried again alone as its log closes (where an error takes its log dir offline)
+        live = [lg.leader_epoch_cache for _, lg, d in logs if not self.failure_channel.is_offline(d)]
+        for path, e in flush_all(live):
+            logger.warning("writing %s failed (%s); trying again as its log closes", path, e)
+        for tp, log, d in logs:
             try:
                 with self._io(d, f"closing the log of {tp[0]}-{tp[1]}"):
                     log.flush()

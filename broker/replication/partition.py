@@ -171,8 +171,7 @@ class Partition:
         leo = log_.log_end_offset
         cache = epoch_cache_of(log_)
         if cache is not None:
-            with self.io_guard("writing the leader-epoch checkpoint of", log_):
-                cache.assign(state.leader_epoch, leo)
+            cache.assign(state.leader_epoch, leo)
         self.leader_epoch_start_offset = leo
         old = self.remote
         self.remote = {}

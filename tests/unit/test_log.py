@@ -309,8 +309,38 @@ def test_epoch_cache_follows_appends(tmp_path):
     assert log.end_offset_for_epoch(2) == (0, 4)
     assert log.end_offset_for_epoch(3) == (3, 6)
     assert log.end_offset_for_epoch(9) == (-1, -1)
-    text = open(os.path.join(log.dir, "leader-epoch-checkpoint")).read()
-    assert text == "0\n2\n0 0\n3 4\n"
+    path = os.path.join(log.dir, "leader-epoch-checkpoint")
+    assert not os.path.exists(path)   # new epochs wait for the log's flush (no fsync per new epoch)
+    log.flush()
+    assert open(path).read() == "0\n2\n0 0\n3 4\n"
+    assert log.recovery_point == 6
+
+
+def test_epoch_checkpoint_is_written_before_the_recovery_point_passes_its_entries(tmp_path):
+    log = make_log(tmp_path, segment_bytes=600)
+    path = os.path.join(log.dir, "leader-epoch-checkpoint")
+    log.append_as_leader(batch(2), 0)
+    log.append_as_leader(batch(2), 2)
+    assert log.recovery_point == 0 and not os.path.exists(path)
+    log.append_as_leader(batch(2, value_size=250), 4)   # past segment.bytes: the roll flushes up to 4
+    assert len(log.segments) == 2 and log.recovery_point == 4
+    assert open(path).read() == "0\n2\n0 0\n2 2\n"    # epoch 4 starts at the new recovery point
+    log.append_as_leader(batch(2), 6)
+    reopened = reopen(log)   # a clean close writes what is left
+    assert [tuple(e) for e in reopened.leader_epoch_cache.entries] == [(0, 0), (2, 2), (4, 4), (6, 6)]
+
+
+def test_epochs_not_yet_written_come_back_from_the_batches_after_a_crash(tmp_path):
+    log = make_log(tmp_path, segment_bytes=600)
+    log.append_as_leader(batch(2), 0)
+    log.append_as_leader(batch(2, value_size=250), 3)
+    log.append_as_leader(batch(2), 5)           # rolled: the file holds (0, 0) and (3, 2)
+    log.append_as_leader(batch(2), 8)           # in memory only
+    assert log.leader_epoch_cache.unwritten
+    # a crash: no close, no clean-shutdown marker; recovery starts at the recovery point
+    crashed = Log(log.dir, log.config, recovery_point=log.recovery_point, had_clean_shutdown=False)
+    assert [tuple(e) for e in crashed.leader_epoch_cache.entries] == [(0, 0), (3, 2), (5, 4), (8, 6)]
+    assert crashed.end_offset_for_epoch(5) == (5, 6)
 
 
 def test_follower_append_keeps_offsets_and_epochs(tmp_path):
@@ -365,3 +395,17 @@ def test_property_every_offset_readable(tmp_path_factory, appends, segment_bytes
             assert got[0] <= o <= got[-1]
             assert got == list(range(got[0], got[-1] + 1))
     log.close()
+
+
+def test_load_drops_epochs_past_the_log_end_in_memory_and_every_load_again(tmp_path):
+    log = make_log(tmp_path)
+    log.append_as_leader(batch(2), 1)
+    log.leader_epoch_cache.assign(4, 2)   # a leader epoch begun at the log end, no record in it
+    log = reopen(log)                      # the close writes both entries
+    path = os.path.join(log.dir, "leader-epoch-checkpoint")
+    assert [tuple(e) for e in log.leader_epoch_cache.entries] == [(1, 0)]   # as Kafka's load
+    assert open(path).read() == "0\n2\n1 0\n4 2\n"   # not rewritten by the load (no fsync per log)
+    crashed = Log(log.dir, log.config, recovery_point=log.recovery_point, had_clean_shutdown=False)
+    assert [tuple(e) for e in crashed.leader_epoch_cache.entries] == [(1, 0)]   # the next load again
+    crashed.close()
+    assert open(path).read() == "0\n1\n1 0\n"

@@ -8,7 +8,7 @@ import pytest
 from odradek.broker.config.kafka_config import KafkaConfig, LogConfig
 from odradek.broker.log import (CheckpointError, LeaderEpochFileCache, LogDirError, LogManager,
                                 OffsetCheckpointFile)
-from odradek.broker.log.checkpoint import read_properties
+from odradek.broker.log.checkpoint import read_entries, read_properties
 
 from test_log import Clock, batch, offsets
 
@@ -49,6 +49,8 @@ def test_leader_epoch_cache(tmp_path):
     assert c.end_offset_for(5, 30) == (5, 30)
     assert c.end_offset_for(6, 30) == (-1, -1)
     assert c.epoch_for_offset(15) == 3
+    assert LeaderEpochFileCache(path).entries == [] and c.unwritten   # written by flush, not assign
+    c.flush()
     assert [tuple(e) for e in LeaderEpochFileCache(path).entries] == [(1, 0), (3, 10), (5, 20)]
     c.truncate_from_start(12)
     assert [tuple(e) for e in c.entries] == [(3, 12), (5, 20)]
@@ -72,8 +74,13 @@ def test_manager_create_append_restart_clean(tmp_path):
     for p, log in logs.items():
         for _ in range(p + 1):
             log.append_as_leader(batch(2, ts=clock.ms), 0)
+    logs[3].leader_epoch_cache.assign(5, 8)   # a new epoch at the log end, as a LeaderAndIsr makes it
     mgr.write_high_watermarks({("t", p): 2 * p for p in range(4)})
     mgr.shutdown()
+    for p, log in logs.items():   # the shutdown wrote every epoch checkpoint (synced together)
+        assert read_entries(os.path.join(log.dir, "leader-epoch-checkpoint"), 2) == \
+            ([["0", "0"], ["5", "8"]] if p == 3 else [["0", "0"]])
+        assert not os.path.exists(os.path.join(log.dir, "leader-epoch-checkpoint.tmp"))
     for d in dirs:
         assert os.path.exists(os.path.join(d, ".kafka_cleanshutdown"))
         assert read_properties(os.path.join(d, "meta.properties")) == \
