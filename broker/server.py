@@ -129,7 +129,7 @@ class KafkaServer:
         zk = self.zk
         self.replica_manager = ReplicaManager(
             self.broker_id, cfg, self.log_manager, self.metadata_cache, self.reactor, self._log_config_for,
-            isr_writer=lambda tp, state: self._in_thread(zk.conditional_update_partition_state, tp, state),
+            isr_writer=lambda states: self._in_thread(zk.conditional_update_partition_states, states),
             isr_notifier=lambda tps: self._in_thread(zk.create_isr_change_notification, tps),
             run_blocking=self._in_thread)
         from .replication.replica_fetcher import ReplicaFetcherManager

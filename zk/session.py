@@ -1,10 +1,11 @@
 """KafkaZkClient: the broker's and controller's Kafka operations on ZooKeeper's znodes.
 
 Invariant: every method blocks (call it off the reactor thread, e.g. through
-``deferToThread``); every write the controller makes after its election is a
-``multi(check(/controller_epoch, epoch_zk_version), op)``, so a controller that
+``deferToThread``); every write the controller makes after its election is in a
+``multi(check(/controller_epoch, epoch_zk_version), op, ...)``, so a controller that
 lost its epoch can never change ZooKeeper (the failed check raises
-``ControllerMovedError``). Data is encoded and decoded only through
+``ControllerMovedError``). Many writes at once go in multis, each op with the result it
+would have had alone (``odradek.zk.multi_ops``). Data is encoded and decoded only through
 ``odradek.zk.znodes``. The session, watch and connection-loss retry rules are those of
 ``odradek.zk.zookeeper_client.ZooKeeperClient``, which this class extends (callers
 re-register their watches after ``on_new_session``).
@@ -22,16 +23,13 @@ from kazoo.exceptions import (BadVersionError, ConnectionLoss, NodeExistsError, 
                               NotEmptyError, OperationTimeoutError, SessionExpiredError)
 
 from odradek.zk import znodes as zn
+from odradek.zk.multi_ops import ControllerMovedError, each
 from odradek.zk.znodes import BrokerInfo, LeaderIsrAndControllerEpoch
 from odradek.zk.zookeeper_client import RETRIABLE_ERRORS, Watch, ZooKeeperClient
 
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
-
-
-class ControllerMovedError(Exception):
-    """The controller epoch check failed (or the election lost): another controller is active."""
 
 
 class BrokerIdInUseError(Exception):
@@ -263,13 +261,13 @@ class KafkaZkClient(ZooKeeperClient):
 
     # ------------------------------------------------------------ epoch-checked writes
 
-    def _checked(self, epoch_zk_version: int, ops: list[tuple], wait: bool = True):
-        """Run ``multi(check(/controller_epoch), *ops)``; return the op results (or async)."""
+    def _checked(self, epoch_zk_version: int, ops: list[tuple]):
+        """Run ``multi(check(/controller_epoch), *ops)``; return the op results."""
         txn = self.kazoo.transaction()
         txn.check(zn.ControllerEpochZNode.path, epoch_zk_version)
         for op in ops:
             getattr(txn, op[0])(*op[1:])
-        return txn.commit() if wait else txn.commit_async()
+        return txn.commit()
 
     @staticmethod
     def _unwrap(results: list) -> list:
@@ -286,19 +284,8 @@ class KafkaZkClient(ZooKeeperClient):
         return res
 
     def _checked_many(self, epoch_zk_version: int, ops: dict) -> dict:
-        """Pipeline one checked multi per key; {key: result or Exception}."""
-        pending = {k: self._checked(epoch_zk_version, [op], wait=False) for k, op in ops.items()}
-        out = {}
-        moved = False
-        for k, res in pending.items():
-            results = res.get()
-            if isinstance(results[0], (BadVersionError, NoNodeError)):
-                moved = True
-                continue
-            out[k] = results[1]
-        if moved:
-            raise ControllerMovedError("controller epoch zk version changed")
-        return out
+        """Every op epoch-checked, as if each ran alone: {key: result or Exception}."""
+        return each(self.kazoo, ops, ("check", zn.ControllerEpochZNode.path, epoch_zk_version))
 
     # ------------------------------------------------------------ features (KIP-584)
 
@@ -578,12 +565,11 @@ class KafkaZkClient(ZooKeeperClient):
         if ops:
             self._checked_many(epoch_zk_version, ops)  # NoNode results are fine
 
-    def conditional_update_partition_state(self, tp: TopicPartition,
-                                           state: LeaderIsrAndControllerEpoch) -> int | None:
-        """Broker-side ISR write (no epoch check): new zk_version, or None on version mismatch."""
-        try:
-            stat = self.kazoo.set(zn.TopicPartitionStateZNode.path(*tp),
-                                  zn.TopicPartitionStateZNode.encode(state), version=state.zk_version)
-            return stat.version
-        except (BadVersionError, NoNodeError):
-            return None
+    def conditional_update_partition_states(self, states: dict[TopicPartition, LeaderIsrAndControllerEpoch]
+                                            ) -> dict[TopicPartition, int | None | Exception]:
+        """Broker-side ISR writes (no epoch check; ``multi_ops.each``): per partition its new zk_version,
+        None on a version mismatch (or no znode), or the error."""
+        ops = {tp: ("set_data", zn.TopicPartitionStateZNode.path(*tp), zn.TopicPartitionStateZNode.encode(state),
+                    state.zk_version) for tp, state in states.items()}
+        return {tp: (None if isinstance(r, (BadVersionError, NoNodeError)) else r if isinstance(r, Exception)
+                     else r.version) for tp, r in each(self.kazoo, ops).items()}

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+import weakref
 from typing import Any, Callable, Iterable
 
 from odradek.broker.completion import Completion
@@ -51,7 +52,7 @@ class ReplicaManager(IsrMaintenance):
 
     def __init__(self, broker_id: int, config: Any, log_manager: Any, metadata_cache: MetadataCache,
                  scheduler: Any, log_config_for: Callable[[str], Any] | None = None,
-                 isr_writer: Callable[[TopicPartition, Any], defer.Deferred] | None = None,
+                 isr_writer: Callable[[dict[TopicPartition, Any]], defer.Deferred] | None = None,
                  isr_notifier: Callable[[list[TopicPartition]], defer.Deferred] | None = None,
                  run_blocking: Callable[..., defer.Deferred] | None = None):
         self.broker_id = broker_id
@@ -73,6 +74,8 @@ class ReplicaManager(IsrMaintenance):
         self._checkpoint_hws: dict[TopicPartition, int] = {}
         # partition.metadata written in one batch per LeaderAndIsr on a thread (``run_blocking``)
         self.topic_ids = TopicIdWriter(run_blocking)
+        # logs whose partition.metadata was read and matched (not read again at every LeaderAndIsr)
+        self._confirmed_topic_ids: weakref.WeakKeyDictionary[Any, uuid.UUID] = weakref.WeakKeyDictionary()
         # Hooks for the replica fetcher manager: called with lists of Partitions / tps.
         self.on_become_follower: Callable[[list[Partition]], None] = lambda parts: None
         self.on_stop_following: Callable[[list[TopicPartition]], None] = lambda tps: None
@@ -257,10 +260,14 @@ class ReplicaManager(IsrMaintenance):
     def _check_topic_id(self, tp: TopicPartition, log_: Any, topic_id: uuid.UUID) -> None:
         """The log must belong to the topic with this id (``partition_metadata``); a new log is
         marked with it (queued: written after the request, off the reactor)."""
+        if self._confirmed_topic_ids.get(log_) == topic_id:
+            return   # its file said so before, and a partition.metadata file never changes
         stored = self.topic_ids.stored(log_.dir)
         if stored is None:
             self.topic_ids.queue(log_.dir, topic_id)
-        elif stored != topic_id:
+        elif stored == topic_id:
+            self._confirmed_topic_ids[log_] = topic_id
+        else:
             raise KafkaError(ErrorCode.INCONSISTENT_TOPIC_ID,
                              f"the log of {tp[0]}-{tp[1]} belongs to topic id {topic_id_string(stored)}, not "
                              f"{topic_id_string(topic_id)} (a topic of the same name deleted while this broker "

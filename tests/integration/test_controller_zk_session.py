@@ -86,3 +86,39 @@ def test_isr_change_notifications(kzc):
     assert kzc.get_partitions_from_isr_change_notifications(names) == [("t", 0), ("u", 2)]
     kzc.delete_isr_change_notifications(names, version)
     assert kzc.get_isr_change_notifications() == []
+
+
+def test_broker_isr_writes_are_conditional_per_partition_in_one_batch(kzc, zk):
+    kzc.register_controller_and_increment_epoch(1)
+    epoch, version = kzc.get_controller_epoch()
+    zk.create(zn.TopicZNode.path("isr"), zn.TopicZNode.encode({0: [1, 2], 1: [1, 2]}))
+    a, b, missing = ("isr", 0), ("isr", 1), ("isr", 7)
+    st = zn.LeaderIsrAndControllerEpoch(1, 0, [1, 2], epoch, 0)
+    assert kzc.create_partition_states({a: st, b: st}, version) == {a: None, b: None}
+    shrunk = zn.LeaderIsrAndControllerEpoch(1, 0, [1], epoch, 0)
+    stale = zn.LeaderIsrAndControllerEpoch(1, 0, [1], epoch, 5)   # a zkVersion the znode does not have
+    assert kzc.conditional_update_partition_states({a: shrunk, b: stale, missing: shrunk}) == \
+        {a: 1, b: None, missing: None}
+    states = kzc.get_partition_states([a, b])
+    assert (states[a].isr, states[a].zk_version) == ([1], 1)
+    assert (states[b].isr, states[b].zk_version) == ([1, 2], 0)   # the refused write changed nothing
+
+
+def test_many_epoch_checked_writes_keep_each_partitions_own_result(kzc, zk):
+    """Written MULTI_OPS to a ZooKeeper multi: a failed write (here the 150th) leaves every other
+    partition's result what it would have been alone."""
+    from odradek.zk.multi_ops import MULTI_OPS
+    kzc.register_controller_and_increment_epoch(1)
+    epoch, version = kzc.get_controller_epoch()
+    count = 2 * MULTI_OPS + 50
+    zk.create(zn.TopicZNode.path("many"), zn.TopicZNode.encode({p: [1, 2] for p in range(count)}))
+    tps = [("many", p) for p in range(count)]
+    st = zn.LeaderIsrAndControllerEpoch(1, 0, [1, 2], epoch, 0)
+    assert kzc.create_partition_states({tp: st for tp in tps}, version) == {tp: None for tp in tps}
+    moved = {tp: zn.LeaderIsrAndControllerEpoch(2, 1, [2], epoch, 0 if tp[1] != 149 else 3) for tp in tps}
+    res = kzc.update_partition_states_conditionally(moved, version)
+    assert res.bad_version == [("many", 149)] and not res.failed
+    assert sorted(res.succeeded) == [tp for tp in tps if tp[1] != 149]
+    states = kzc.get_partition_states(tps)
+    assert {tp: (s.leader, s.zk_version) for tp, s in states.items()} == \
+        {tp: ((1, 0) if tp[1] == 149 else (2, 1)) for tp in tps}

@@ -197,12 +197,16 @@ class FakeZk:
         self.notifications: list = []
         self.mismatch = False
 
-    def write(self, tp, st):
-        self.writes.append((tp, list(st.isr), st.zk_version, st.leader_epoch))
-        if self.mismatch or st.zk_version != self.version:
-            return defer.succeed(None)
-        self.version += 1
-        return defer.succeed(self.version)
+    def write(self, states):
+        out = {}
+        for tp, st in states.items():
+            self.writes.append((tp, list(st.isr), st.zk_version, st.leader_epoch))
+            if self.mismatch or st.zk_version != self.version:
+                out[tp] = None
+            else:
+                self.version += 1
+                out[tp] = self.version
+        return defer.succeed(out)
 
     def notify(self, tps):
         self.notifications.append(list(tps))
@@ -279,10 +283,14 @@ def test_isr_changes_of_many_partitions_log_one_info_line_per_batch(lone_leader,
     b, zk = lone_leader
     versions: dict = {}
 
-    def write(tp, st):   # a zkVersion per partition
-        assert st.zk_version == versions.get(tp, 0)
-        versions[tp] = st.zk_version + 1
-        return defer.succeed(versions[tp])
+    batches: list[int] = []
+
+    def write(states):   # a zkVersion per partition
+        batches.append(len(states))
+        for tp, st in states.items():
+            assert st.zk_version == versions.get(tp, 0)
+            versions[tp] = st.zk_version + 1
+        return defer.succeed({tp: versions[tp] for tp in states})
     b.rm.isr_writer = write
     b.lead("t", partitions=20, replicas=[1, 2], isr=[1, 2])
     with caplog.at_level(logging.INFO, logger="odradek.broker.replication"):
@@ -292,6 +300,7 @@ def test_isr_changes_of_many_partitions_log_one_info_line_per_batch(lone_leader,
         body["topics"][0]["partitions"] = [dict(body["topics"][0]["partitions"][0], partition=p) for p in range(20)]
         call(b, fetch, 11, body)                    # caught up on all 20: 20 expansions, one fetch
         assert all(p.isr == [1, 2] for p in b.rm.partitions.values()) and set(versions.values()) == {2}
+        assert batches == [20, 20]                  # the shrinks in one ZooKeeper batch, the expansions in another
         b.clock.advance(7.5)
         assert len(zk.notifications) == 1 and len(zk.notifications[0]) == 20
     lines = [r.getMessage() for r in caplog.records if r.name.startswith("odradek.broker.replication")]
@@ -329,3 +338,15 @@ def test_the_coordinators_hear_only_of_new_leaderships_and_leader_changes(tmp_pa
         assert heard.pop() == ([], [0])
     finally:
         b.close()
+
+
+def test_failed_isr_batch_leaves_every_isr_as_it_was(lone_leader, caplog):
+    b, zk = lone_leader
+    b.rm.isr_writer = lambda states: defer.fail(RuntimeError("connection loss"))
+    b.lead("t", partitions=3, replicas=[1, 2], isr=[1, 2])
+    with caplog.at_level(logging.WARNING, logger="odradek.broker.replication"):
+        b.clock.advance(1.6)                        # three shrinks, one batch, which fails
+    assert all(p.isr == [1, 2] and p.pending_isr is None for p in b.rm.partitions.values())
+    assert [r.getMessage() for r in caplog.records if "ZooKeeper failed" in r.getMessage()] == \
+        ["updating the ISR of 3 partitions in ZooKeeper failed: t-0: connection loss, t-1: connection loss, "
+         "t-2: connection loss"]
