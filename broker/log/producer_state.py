@@ -223,11 +223,14 @@ class ProducerStateManager:
 
     # ---------------------------------------------------------------- LSO
     def first_unstable_offset(self) -> int | None:
-        offsets = list(self.ongoing) + list(self.unreplicated)
-        return min(offsets) if offsets else None
+        if not self.ongoing and not self.unreplicated:   # asked per partition of every fetch
+            return None
+        return min([*self.ongoing, *self.unreplicated])
 
     def on_high_watermark(self, hw: int) -> None:
         """Completed transactions whose marker is below ``hw`` are stable."""
+        if not self.unreplicated:   # the common case, asked per partition of every fetch
+            return
         for first, txn in list(self.unreplicated.items()):
             if txn.last_offset < hw:
                 del self.unreplicated[first]

@@ -196,10 +196,10 @@ class FetchPartition:
     current_leader_epoch: int = -1
     log_start_offset: int = -1
     last_fetched_epoch: int = -1   # Fetch v12 (KIP-595); -1 = not sent
+    tp: tuple[str, int] = field(init=False, repr=False, compare=False)   # (topic, partition), made once
 
-    @property
-    def tp(self) -> tuple[str, int]:
-        return (self.topic, self.partition)
+    def __post_init__(self) -> None:
+        self.tp = (self.topic, self.partition)
 
 
 @dataclass
