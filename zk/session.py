@@ -261,24 +261,9 @@ class KafkaZkClient(ZooKeeperClient):
 
     # ------------------------------------------------------------ epoch-checked writes
 
-    def _checked(self, epoch_zk_version: int, ops: list[tuple]):
-        """Run ``multi(check(/controller_epoch), *ops)``; return the op results."""
-        txn = self.kazoo.transaction()
-        txn.check(zn.ControllerEpochZNode.path, epoch_zk_version)
-        for op in ops:
-            getattr(txn, op[0])(*op[1:])
-        return txn.commit()
-
-    @staticmethod
-    def _unwrap(results: list) -> list:
-        """Raise ControllerMovedError if the epoch check failed; else the ops' results."""
-        if isinstance(results[0], BadVersionError) or isinstance(results[0], NoNodeError):
-            raise ControllerMovedError("controller epoch zk version changed")
-        return results[1:]
-
     def _checked_one(self, epoch_zk_version: int, op: tuple):
-        results = self._unwrap(self._checked(epoch_zk_version, [op]))
-        res = results[0]
+        """One epoch-checked op: its result, or its error raised."""
+        res = self._checked_many(epoch_zk_version, {0: op})[0]
         if isinstance(res, Exception):
             raise res
         return res

@@ -2,9 +2,9 @@
 
 Invariant: entries (epoch, start_offset) are strictly increasing in both fields, and the file
 (rewritten atomically: temp file, fsync, rename) holds every entry that starts below the log's
-recovery point. A truncation rewrites it at once (but the one at load, ``loaded``). A new epoch (``assign``: a LeaderAndIsr making
-this broker leader, a follower's first batch of a newer epoch, recovery) is only kept in memory
-(``unwritten``) until ``flush``: the Log calls it before its recovery point moves and when it
+recovery point. A truncation rewrites it at once (but the one at load, ``loaded``). A new epoch
+(``assign``: a LeaderAndIsr making this broker leader, a follower's first batch of a newer epoch,
+recovery) is only kept in memory (``unwritten``) until ``flush``: the Log calls it before its recovery point moves and when it
 closes, and ``flush_all`` writes many at once at shutdown. Kafka 2.8 fsyncs the file at every
 new epoch; at 10,000 partitions that is one fsync per partition on every leader change, on the
 broker's only reactor thread here. Nothing is lost by waiting: an entry not yet written starts

@@ -503,7 +503,9 @@ class Log(LogRetention, TransactionalLog):
     def close(self) -> None:
         if os.path.isdir(self.dir) and self.segments and self.segments[-1]._fd >= 0:
             self.leader_epoch_cache.flush()
-            try:   # as Kafka: a snapshot only if offsets were added since the newest one (none: 0)
+            # as Kafka: a snapshot only if offsets were added since the newest one (none: 0), and
+            # an empty log's snapshots are not even listed
+            try:
                 leo = self.log_end_offset
                 if leo > 0 and leo > max(self.producer_state.snapshot_offsets(), default=0):
                     self.producer_state.take_snapshot(leo)
