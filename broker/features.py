@@ -26,12 +26,25 @@ NO_EPOCH = -1
 RETRY_S = 1.0
 
 
-def feature_versioning_enabled(inter_broker_protocol_version: str) -> bool:
-    """Kafka's ApiVersion.isFeatureVersioningSupported: IBP 2.7-IV0 or later."""
+def _at_least(inter_broker_protocol_version: str, wanted: tuple[int, int, int]) -> bool:
+    """IBP ``major.minor[.patch][-IVn]`` at or after ``wanted`` (major, minor, IV); a version
+    without IV is its release's last IV; one this parser does not read counts as newest."""
     m = re.match(r"(\d+)\.(\d+)(?:\.\d+)?(?:-IV(\d+))?$", inter_broker_protocol_version.strip())
     if m is None:
         return True
-    return (int(m.group(1)), int(m.group(2))) >= (2, 7)
+    iv = int(m.group(3)) if m.group(3) is not None else 1 << 30
+    return (int(m.group(1)), int(m.group(2)), iv) >= wanted
+
+
+def feature_versioning_enabled(inter_broker_protocol_version: str) -> bool:
+    """Kafka's ApiVersion.isFeatureVersioningSupported: IBP 2.7-IV0 or later."""
+    return _at_least(inter_broker_protocol_version, (2, 7, 0))
+
+
+def alter_isr_enabled(inter_broker_protocol_version: str) -> bool:
+    """Kafka's ApiVersion.isAlterIsrSupported: IBP 2.7-IV2 or later (leaders send AlterIsr to the
+    controller; below it they write the state znode and /isr_change_notification themselves)."""
+    return _at_least(inter_broker_protocol_version, (2, 7, 2))
 
 
 class FinalizedFeatures:

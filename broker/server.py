@@ -31,7 +31,7 @@ from odradek.zk.znodes import BrokerInfo, ControllerEpochZNode, Endpoint
 from .apis.context import BrokerContext
 from .apis.controller_common import ControllerView
 from .config.kafka_config import ConfigError, KafkaConfig, LogConfig
-from .features import FeatureChangeListener
+from .features import FeatureChangeListener, alter_isr_enabled
 from .group.service import GroupCoordinatorService
 from .log.cleaner_service import LogCleanerService
 from .log.log_dir_failure import LogDirFailureChannel
@@ -41,6 +41,7 @@ from .network.broker_client import BrokerClient
 from .network.connection_quotas import ConnectionQuotas
 from .network.socket_server import KafkaServerFactory
 from .log.producer_state import ProducerIdManager
+from .replication.alter_isr_sender import AlterIsrSender
 from .replication.replica_manager import ReplicaManager
 from .network.request_handler import RequestHandler
 from .txn.service import TransactionCoordinatorService
@@ -71,6 +72,7 @@ class KafkaServer:
         self.log_manager: Any = None
         self.replica_manager: ReplicaManager | None = None
         self.fetcher_manager: Any = None
+        self.alter_isr: AlterIsrSender | None = None   # the ISR writer from IBP 2.7-IV2 on
         self.group_service: GroupCoordinatorService | None = None
         self.txn_service: TransactionCoordinatorService | None = None
         self.cleaner: LogCleanerService | None = None
@@ -127,11 +129,18 @@ class KafkaServer:
         await self._load_logs()
         self.metadata_cache = MetadataCache(self.broker_id, self.cluster_id)
         zk = self.zk
+        if alter_isr_enabled(str(cfg["inter.broker.protocol.version"])):   # IBP 2.7-IV2+: via the controller
+            self.alter_isr = AlterIsrSender(self.broker_id, lambda: self.broker_epoch, lambda: self.metadata_cache,
+                                            lambda: self.controller, cfg.inter_broker_listener_name, self.reactor,
+                                            self.inter_broker_security, int(cfg["controller.socket.timeout.ms"]))
+            isr_writer: Any = self.alter_isr
+            isr_notifier: Any = None
+        else:   # the classic path: the leader writes the state znode and /isr_change_notification
+            isr_writer = lambda states: self._in_thread(zk.conditional_update_partition_states, states)  # noqa: E731
+            isr_notifier = lambda tps: self._in_thread(zk.create_isr_change_notification, tps)  # noqa: E731
         self.replica_manager = ReplicaManager(
             self.broker_id, cfg, self.log_manager, self.metadata_cache, self.reactor, self._log_config_for,
-            isr_writer=lambda states: self._in_thread(zk.conditional_update_partition_states, states),
-            isr_notifier=lambda tps: self._in_thread(zk.create_isr_change_notification, tps),
-            run_blocking=self._in_thread)
+            isr_writer=isr_writer, isr_notifier=isr_notifier, run_blocking=self._in_thread)
         from .replication.replica_fetcher import ReplicaFetcherManager
         self.fetcher_manager = ReplicaFetcherManager(self.broker_id, cfg, self.replica_manager, self.reactor,
                                                      security=self.inter_broker_security)
@@ -437,6 +446,8 @@ class KafkaServer:
             return
         self._shutting_down = True
         log.info("shutting down broker %d", self.broker_id)
+        if self.fetcher_manager is not None:
+            self.fetcher_manager.leaving = True   # the leaderships moved away are not fetched again
         if self.config_changes is not None:
             self.config_changes.stop()
         if self.ctx is not None and self.ctx.tokens is not None:
@@ -470,6 +481,8 @@ class KafkaServer:
             await self.cleaner.stop()
         if self.fetcher_manager is not None:
             self.fetcher_manager.shutdown()
+        if self.alter_isr is not None:
+            self.alter_isr.close()
         if self.replica_manager is not None:
             if self.replica_manager.log_dir_mover is not None:
                 self.replica_manager.log_dir_mover.stop()

@@ -24,7 +24,7 @@ import os
 import time
 from typing import Any, Iterable, NoReturn, Protocol
 
-from kazoo.exceptions import NodeExistsError
+from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from odradek.protocol.errors import KafkaError
 from odradek.zk import assignment as assign
@@ -439,18 +439,25 @@ class ZkBackend:
         return out
 
     def ongoing(self) -> Ongoing:
+        """Reassignments in the topics' znodes, then the legacy /admin/reassign_partitions (a
+        topic deleted meanwhile, or the node removed as the controller completes it, is none)."""
         out: Ongoing = {}
         for t in self.admin.all_topics():
-            data, _ = self.zk.get(TopicZNode.path(t))
-            for p, ra in TopicZNode.decode_full(data).items():
+            data = self._get(TopicZNode.path(t))
+            for p, ra in (TopicZNode.decode_full(data) if data is not None else {}).items():
                 if ra.is_being_reassigned:
                     out[(t, p)] = (ra.replicas, ra.adding_replicas, ra.removing_replicas)
-        stat = self.zk.exists(ReassignPartitionsZNode.path)
-        if stat is not None:
-            data, _ = self.zk.get(ReassignPartitionsZNode.path)
-            for tp, replicas in ReassignPartitionsZNode.decode(data).items():
+        legacy = self._get(ReassignPartitionsZNode.path)
+        if legacy is not None:
+            for tp, replicas in ReassignPartitionsZNode.decode(legacy).items():
                 out.setdefault(tp, (replicas, [], []))
         return out
+
+    def _get(self, path: str) -> bytes | None:
+        try:
+            return self.zk.get(path)[0]
+        except NoNodeError:
+            return None
 
     def alter(self, reassignments: dict[TopicPartition, list[int] | None]) -> dict[TopicPartition, str]:
         try:

@@ -23,7 +23,7 @@ from kazoo.exceptions import (BadVersionError, ConnectionLoss, NodeExistsError, 
                               NotEmptyError, OperationTimeoutError, SessionExpiredError)
 
 from odradek.zk import znodes as zn
-from odradek.zk.multi_ops import ControllerMovedError, each
+from odradek.zk.multi_ops import ControllerMovedError, each, read_existing
 from odradek.zk.znodes import BrokerInfo, LeaderIsrAndControllerEpoch
 from odradek.zk.zookeeper_client import RETRIABLE_ERRORS, Watch, ZooKeeperClient
 
@@ -324,15 +324,9 @@ class KafkaZkClient(ZooKeeperClient):
 
     def get_topic_ids(self, topics: Iterable[str]) -> dict[str, uuid.UUID | None]:
         """Each existing topic's id (None for a topic created without one)."""
-        pending = [(t, self.kazoo.get_async(zn.TopicZNode.path(t))) for t in topics]
-        out: dict[str, uuid.UUID | None] = {}
-        for t, res in pending:
-            try:
-                data, _ = res.get()
-            except NoNodeError:
-                continue
-            out[t] = zn.TopicZNode.decode_topic_id(data)
-        return out
+        paths = {zn.TopicZNode.path(t): t for t in topics}
+        return {paths[path]: zn.TopicZNode.decode_topic_id(data)
+                for path, (data, _) in read_existing(self.kazoo, list(paths)).items()}
 
     def set_topic_id(self, topic: str, topic_id: uuid.UUID, epoch_zk_version: int) -> uuid.UUID | None:
         """Give a topic created without an id this one (epoch-checked, at the znode version read);
@@ -378,16 +372,10 @@ class KafkaZkClient(ZooKeeperClient):
 
     def get_partition_states(self, partitions: Iterable[TopicPartition]
                              ) -> dict[TopicPartition, LeaderIsrAndControllerEpoch]:
-        pending = [(tp, self.kazoo.get_async(zn.TopicPartitionStateZNode.path(*tp)))
-                   for tp in partitions]
-        out = {}
-        for tp, res in pending:
-            try:
-                data, stat = res.get()
-            except NoNodeError:
-                continue
-            out[tp] = zn.TopicPartitionStateZNode.decode(data, stat.version)
-        return out
+        """The state of each partition whose state znode exists (``multi_ops.read_each``)."""
+        paths = {zn.TopicPartitionStateZNode.path(*tp): tp for tp in partitions}
+        return {paths[path]: zn.TopicPartitionStateZNode.decode(data, stat.version)
+                for path, (data, stat) in read_existing(self.kazoo, list(paths)).items()}
 
     def create_partition_states(self, states: dict[TopicPartition, LeaderIsrAndControllerEpoch],
                                 epoch_zk_version: int) -> dict[TopicPartition, Exception | None]:

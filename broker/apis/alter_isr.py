@@ -6,8 +6,8 @@ nothing changed); only the active controller answers (others: NOT_CONTROLLER, to
 when leadership moves while the request waits); the controller's event queue decides and writes
 (``broker/controller/alter_isr.py``: STALE_BROKER_EPOCH top-level, per partition the new
 leader_and_isr with its zk version, or FENCED_LEADER_EPOCH, INVALID_UPDATE_VERSION,
-UNKNOWN_TOPIC_OR_PARTITION...). odradek's own leaders write ISR changes to ZooKeeper directly, as
-Kafka's do below inter.broker.protocol.version 2.7; this serves a broker that sends AlterIsr.
+UNKNOWN_TOPIC_OR_PARTITION...). Leaders send it from inter.broker.protocol.version 2.7-IV2 on
+(``broker/replication/alter_isr_sender.py``), as Kafka's do.
 """
 from __future__ import annotations
 

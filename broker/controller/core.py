@@ -11,6 +11,7 @@ run one at a time (the shell's event queue guarantees it).
 from __future__ import annotations
 
 import logging
+import time
 from typing import Awaitable, Callable, Iterable, Protocol
 
 from odradek.protocol.errors import ErrorCode, KafkaError
@@ -69,6 +70,7 @@ class ControllerCore:
         ctx = self.ctx
         ctx.reset()
         ctx.epoch, ctx.epoch_zk_version = epoch, epoch_zk_version
+        started = time.monotonic()
         if hasattr(self.zk, "setup_feature_versioning"):   # Kafka's maybeSetupFeatureVersioning
             await self.zk.setup_feature_versioning(self.feature_versioning)
         names = await self.zk.get_isr_change_notifications()
@@ -83,7 +85,9 @@ class ControllerCore:
         for tp, assignment in (await self.zk.get_replica_assignment(sorted(ctx.all_topics))).items():
             ctx.set_full_assignment(tp, assignment)
         await self._load_topic_ids(ctx.all_topics)
+        read_at = time.monotonic()
         ctx.leadership = await self.zk.get_partition_states(ctx.all_partitions())
+        states_at = time.monotonic()
         # Pending deletions (flags of topics that do not exist are just removed).
         queued = set(await self.zk.get_topic_deletions())
         for t in sorted(queued - ctx.all_topics):
@@ -94,12 +98,15 @@ class ControllerCore:
                              for b in ctx.replicas(tp))}
         self.deletion.init(queued, ineligible)
         self._send_update_metadata(ctx.live_or_shutting_down_broker_ids(), [])
+        machines_at = time.monotonic()
         await self._start_state_machines()
         if hasattr(self.zk, "get_partition_reassignment"):   # (core test fakes may omit it)
             await self.reassignments.on_failover()
         await self.deletion.resume_deletions()
-        log.info("controller %d: failover done (epoch %d, %d brokers, %d topics)", self.controller_id,
-                 epoch, len(ctx.live_brokers), len(ctx.all_topics))
+        log.info("controller %d: failover done (epoch %d, %d brokers, %d topics, %d partitions) in %.2f s: "
+                 "cluster read %.2f s, partition states read %.2f s, state machines started %.2f s",
+                 self.controller_id, epoch, len(ctx.live_brokers), len(ctx.all_topics), len(ctx.leadership),
+                 time.monotonic() - started, read_at - started, states_at - read_at, time.monotonic() - machines_at)
 
     async def _start_state_machines(self) -> None:
         """Kafka's replica then partition state machine startup, without the leader -1 round: the

@@ -1,9 +1,12 @@
-"""The leader's classic ISR tasks, and the summary log lines of leadership and ISR changes.
+"""The leader's ISR tasks, and the summary log lines of leadership and ISR changes.
 
-Invariant: the leader alone changes a partition's ISR, by a conditional write on its cached
-zkVersion (``isr_writer``, off the reactor): follower fetches expand it (``expand_isr``), the
-``isr-expiration`` task shrinks it (``maybe_shrink_isr``), and every written change is recorded
-for ``isr-change-propagation`` (one ``/isr_change_notification`` node per batch). A change is
+Invariant: the leader alone proposes a partition's ISR changes, conditional on its cached
+zkVersion, through ``isr_writer``: an AlterIsr to the controller (``alter_isr_sender``, IBP
+2.7-IV2 and later; the controller then tells every broker), or below that a write of the state
+znode off the reactor, each change then recorded for ``isr-change-propagation`` (one
+``/isr_change_notification`` node per batch). Follower fetches expand the ISR (``expand_isr``),
+the ``isr-expiration`` task shrinks it (``maybe_shrink_isr``); the ISR used for the HW counts a
+pending change's additions until its outcome is known. A change is
 logged at INFO once per batch (a fetch's expansions, an expiration run, a notification, a
 LeaderAndIsr) with counts and a few examples; the per-partition lines are at DEBUG, so a leader
 change of 10,000 partitions costs a handful of log lines, not ~13 per replica.
@@ -95,10 +98,10 @@ class IsrMaintenance:
             log.info("shrinking the ISR of %d partitions: %s", len(shrunk), examples(shrunk))
 
     def _write_isrs(self, changes: list[tuple[Partition, list[int]]]) -> None:
-        """Write each partition's new ISR with a conditional update on its cached zkVersion, all
-        in one batch off the reactor (100 to a ZooKeeper multi, ``zk/multi_ops.each``: a
-        restarted broker rejoining 5,000 ISRs of a leader costs that leader 50 requests, not
-        5,000)."""
+        """Propose each partition's new ISR, conditional on its cached zkVersion, all in one batch:
+        one AlterIsr, or one batch of ZooKeeper writes off the reactor (100 to a multi,
+        ``zk/multi_ops.each``: a restarted broker rejoining 5,000 ISRs of a leader costs that
+        leader 50 requests, not 5,000)."""
         if self.isr_writer is None or not changes:
             return
         pending = {p.tp: (p, new_isr, p.leader_epoch, len(p.isr), p.prepare_isr_update(new_isr))
@@ -118,11 +121,12 @@ class IsrMaintenance:
                     continue
                 if p.complete_isr_update(epoch, new_isr, result, now):
                     self.isr_changes[len(new_isr) < old_size] += 1
-                    self.isr_propagation.record(tp, now)
+                    if self.isr_notifier is not None:
+                        self.isr_propagation.record(tp, now)
                 p.maybe_increment_high_watermark(now)
                 self._wake(tp)
             if errors:
-                log.warning("updating the ISR of %d partitions in ZooKeeper failed: %s", len(errors),
+                log.warning("updating the ISR of %d partitions failed: %s", len(errors),
                             examples(errors))
 
         d = defer.maybeDeferred(self.isr_writer, {tp: entry[4] for tp, entry in pending.items()})

@@ -455,6 +455,11 @@ class ReplicaFetcherManager:
         self.listener = getattr(config, "inter_broker_listener_name", "PLAINTEXT")
         self._client_factory = client_factory or self._default_client
         self.fetchers: dict[tuple[int, int], tuple[tuple[str, int], ReplicaFetcher]] = {}
+        # Set when this broker's shutdown begins: a partition it becomes a follower of from then
+        # on (its controlled shutdown moving a leadership away) is not fetched, since fetching
+        # would only put it back into ISRs it is leaving. Kafka 2.8 fetches it (KIP-841 later
+        # keeps such brokers out of ISRs).
+        self.leaving = False
         replica_manager.on_become_follower = self.add_followers
         replica_manager.on_stop_following = self.remove_partitions
 
@@ -475,6 +480,11 @@ class ReplicaFetcherManager:
         """Follow each partition's leader from its HW (after truncation)."""
         tps = [p.tp for p in partitions]
         self.remove_partitions(tps, shutdown_idle=False)
+        if self.leaving:
+            log.info("not fetching %d partitions: this broker is shutting down (%s)", len(partitions),
+                     examples(f"{p.topic}-{p.partition}" for p in partitions))
+            self.shutdown_idle()
+            return
         by_leader: dict[int, list[str]] = {}
         no_endpoint: dict[int, list[str]] = {}
         for p in partitions:

@@ -5,11 +5,11 @@ leave only through ``stop_replicas`` (both from the controller, rejected for a
 stale controller epoch). Produce appends only on the leader; acks=-1 responses
 wait in the produce purgatory until the HW covers the append; fetches that find
 fewer than min_bytes wait in the fetch purgatory; both are re-checked whenever a
-partition's LEO/HW or role changes. As leader it also runs Kafka's classic ISR
-tasks: ``isr-expiration`` (every replica.lag.time.max.ms / 2) shrinks, follower
-fetches expand, both written by the leader to ZooKeeper with a conditional update
-on its cached zkVersion (``isr_writer``, off the reactor), and
-``isr-change-propagation`` (every 2.5 s) batches the changes into notifications.
+partition's LEO/HW or role changes. As leader it also runs Kafka's ISR tasks:
+``isr-expiration`` (every replica.lag.time.max.ms / 2) shrinks, follower fetches
+expand, both proposed conditionally on the cached zkVersion through ``isr_writer``
+(AlterIsr to the controller, or on the classic path a ZooKeeper write off the
+reactor, then ``isr-change-propagation`` every 2.5 s batches them into notifications).
 A partition whose log dir failed leaves ``partitions`` for ``offline_partitions``
 (``mark_partitions_offline``) and is answered KAFKA_STORAGE_ERROR until restart.
 Sans-IO: the scheduler (``callLater``/``seconds``), the log manager and the
@@ -87,8 +87,9 @@ class ReplicaManager(IsrMaintenance):
         self.cleaner: Any = None
         # moves between this broker's log dirs (``log_dir_mover.ReplicaAlterLogDirsManager``); None = none
         self.log_dir_mover: Any = None
-        # Classic ISR path: (tp, LeaderIsrAndControllerEpoch) -> Deferred[new zk_version | None]
-        # and (tps) -> Deferred (one /isr_change_notification node); None = no ZooKeeper.
+        # ISR changes: ({tp: LeaderIsrAndControllerEpoch}) -> Deferred[{tp: new zk_version | None |
+        # Exception}] (AlterIsr, or the classic ZooKeeper write), and for the classic path only
+        # (tps) -> Deferred (one /isr_change_notification node); None = none.
         self.isr_writer = isr_writer
         self.isr_notifier = isr_notifier
         self.lag_time_max_ms = int(config["replica.lag.time.max.ms"])

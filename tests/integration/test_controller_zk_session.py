@@ -122,3 +122,26 @@ def test_many_epoch_checked_writes_keep_each_partitions_own_result(kzc, zk):
     states = kzc.get_partition_states(tps)
     assert {tp: (s.leader, s.zk_version) for tp, s in states.items()} == \
         {tp: ((1, 0) if tp[1] == 149 else (2, 1)) for tp in tps}
+
+
+def test_many_znodes_read_as_multireads_each_with_its_own_answer(kzc, zk):
+    """``read_existing`` (multiRead, MULTI_OPS to a request): what one get per znode answers, a
+    missing znode left out, a znode this client may not read raising NoAuthError."""
+    from kazoo.exceptions import NoAuthError
+    from kazoo.security import make_digest_acl
+    from odradek.zk.multi_ops import MULTI_OPS, read_existing
+    paths = [f"/reads/n{i}" for i in range(2 * MULTI_OPS + 50)]
+    for i, p in enumerate(paths):
+        if i % 7:
+            zk.create(p, b"v%d" % i, makepath=True)
+    zk.set(paths[1], b"changed")
+    got = read_existing(kzc.kazoo, paths)
+    assert sorted(got) == sorted(p for i, p in enumerate(paths) if i % 7)
+    assert all(got[p] == zk.get(p) for p in got)          # data and stat, as one get answers
+    assert got[paths[1]][0] == b"changed" and got[paths[1]][1].version == 1
+    zk.create("/reads/secret", b"s", acl=[make_digest_acl("someone", "pw", all=True)])
+    try:
+        with pytest.raises(NoAuthError):
+            read_existing(kzc.kazoo, paths[:3] + ["/reads/secret"])
+    finally:
+        zk.delete("/reads/secret")   # (deleting needs the parent's permission only)

@@ -10,6 +10,7 @@ leaderships). One module-scoped cluster; every wait is on a scraped condition.
 """
 from __future__ import annotations
 
+import json
 import signal
 
 import pytest
@@ -196,16 +197,20 @@ def test_under_replicated_partitions_while_a_broker_is_down(cluster):
     wait_until(lambda: totals(cluster, urp) == 0, 30, "every partition fully replicated")
     with AdminClient(bootstrap_servers=cluster.bootstrap_servers) as admin:
         [described] = admin.describe_topics([URP_TOPIC])
-    [led_by_1] = [p["partition"] for p in described["partitions"] if p["leader"] == 1]
-    cluster.kill_broker(2, signal.SIGKILL)
-    # a record the follower will never fetch: broker 1 drops it from the ISR after
+    # the survivor is the controller, so its ISR shrink (an AlterIsr) is written at once; with the
+    # controller down it would wait for the new one, which removes the dead broker itself
+    stayer = json.loads(cluster.zk.get("/controller")[0])["brokerid"]
+    victim = next(b for b in cluster.brokers if b != stayer)
+    [led_by_stayer] = [p["partition"] for p in described["partitions"] if p["leader"] == stayer]
+    cluster.kill_broker(victim, signal.SIGKILL)
+    # a record the follower will never fetch: the survivor drops it from the ISR after
     # replica.lag.time.max.ms (3 s), well before ZooKeeper expires its session (10 s)
-    produce(cluster, URP_TOPIC, 1, partition=led_by_1, acks=1)
-    survivor = cluster.metrics_urls[1]
+    produce(cluster, URP_TOPIC, 1, partition=led_by_stayer, acks=1)
+    survivor = cluster.metrics_urls[stayer]
     wait_until(lambda: scrape(survivor).value("kafka_server_replicamanager_isrshrinks_total") > 0, 30,
-               "broker 1 to count an ISR shrink")
-    wait_until(lambda: scrape(survivor).value(urp) > 0, 60, "broker 1 to report under-replicated partitions")
-    cluster.start_broker(2)
+               f"broker {stayer} to count an ISR shrink")
+    wait_until(lambda: scrape(survivor).value(urp) > 0, 60, f"broker {stayer} to report under-replicated partitions")
+    cluster.start_broker(victim)
     wait_until(lambda: totals(cluster, urp) == 0, 90, "no under-replicated partition once broker 2 is back",
                retry_on=(OSError,))
     assert totals(cluster, "kafka_server_replicamanager_isrexpands_total") > 0

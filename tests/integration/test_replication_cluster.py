@@ -71,9 +71,23 @@ def logs_identical(cluster, ids) -> bool:
     return bool(data[0]) and all(d == data[0] for d in data)
 
 
+def isr_in_metadata(cluster, broker_id: int) -> list[int]:
+    """The ISR of TOPIC-0 in ``broker_id``'s Metadata answer."""
+    from odradek.protocol.apis import metadata
+    body = {"topics": [{"name": TOPIC}], "allow_auto_topic_creation": False}
+    frame = encode_request(metadata, 1, 1, "replication-test", body)
+    with socket.create_connection(("127.0.0.1", port_of(cluster, broker_id)), timeout=10) as sock:
+        sock.sendall(len(frame).to_bytes(4, "big") + frame)
+        _, resp = decode_response(metadata, 1, _recv(sock, int.from_bytes(_recv(sock, 4), "big")))
+    return sorted(resp.topics[0].partitions[0].isr_nodes)
+
+
 @pytest.fixture
-def cluster(cluster_factory):
-    c = cluster_factory(brokers=3, zookeepers=1)
+def cluster(cluster_factory, request):
+    """3 brokers, TOPIC with RF 3; ``inter.broker.protocol.version`` from an indirect parameter
+    (default 2.8-IV1: leaders send AlterIsr; below 2.7-IV2 they write ISR changes themselves)."""
+    ibp = getattr(request, "param", None)
+    c = cluster_factory(brokers=3, zookeepers=1, overrides={"inter.broker.protocol.version": ibp} if ibp else None)
     for i in (1, 2, 3):
         wait_until(lambda i=i: metadata_broker_ids(port_of(c, i)) == {1, 2, 3}, what=f"broker {i} metadata")
     AdminZkClient(c.zk).create_topic(TOPIC, 1, 3, {"min.insync.replicas": "2"})
@@ -131,7 +145,10 @@ def test_acks_all_and_identical_logs(cluster):
     assert sorted(zk_state(cluster)["isr"]) == [1, 2, 3]
 
 
+@pytest.mark.parametrize("cluster", ["2.6-IV0"], indirect=True, ids=["classic-isr-path"])
 def test_leader_kill_loses_no_acked_record_and_old_leader_rejoins(cluster):
+    """On the classic ISR path (the leaders write the state znode and /isr_change_notification),
+    which every other test here leaves to AlterIsr."""
     old_leader = zk_state(cluster)["leader"]
     old_epoch = zk_state(cluster)["leader_epoch"]
     p = confluent_producer(cluster)
@@ -176,6 +193,8 @@ def test_leader_kill_loses_no_acked_record_and_old_leader_rejoins(cluster):
 
     cluster.start_broker(old_leader)
     wait_until(lambda: sorted(zk_state(cluster)["isr"]) == [1, 2, 3], timeout=90, what="old leader back in ISR")
+    wait_until(lambda: all(isr_in_metadata(cluster, b) == [1, 2, 3] for b in (1, 2, 3)), timeout=60,
+               what="the ISR change notified to every broker's metadata")
     wait_until(lambda: logs_identical(cluster, (1, 2, 3)), what="identical logs after truncation")
 
     end = max(acked) + 1
@@ -193,9 +212,20 @@ def test_one_broker_left_not_enough_replicas(cluster):
         if b != leader:
             cluster.kill_broker(b)
     wait_until(lambda: zk_state(cluster)["isr"] == [leader], timeout=90, what="ISR shrunk to the leader")
+    wait_until(lambda: isr_in_metadata(cluster, leader) == [leader], what="the shrink in the leader's metadata")
     port = port_of(cluster, leader)
     wait_until(lambda: raw_produce(port, -1, b"all", timeout_ms=1000)[0] == 19, timeout=60,
                what="NOT_ENOUGH_REPLICAS for acks=all")
     code, offset = raw_produce(port, 1, b"one")
     assert code == 0 and offset >= 0
     assert raw_produce(port, -1, b"all")[0] == 19
+
+    back = min(b for b in (1, 2, 3) if b != leader)
+    cluster.start_broker(back)
+    wait_until(lambda: isr_in_metadata(cluster, back) == sorted([leader, back]), timeout=90,
+               what="the returning broker in the ISR, in its own metadata")
+    # the leader's expansion went as AlterIsr to the controller: the leader itself, the only broker
+    # left when the others died
+    assert f"controller: AlterIsr from broker {leader}: 1 ISRs written" in \
+        cluster.brokers[leader].log_path.read_text()
+    assert raw_produce(port, -1, b"all again")[0] == 0

@@ -6,7 +6,7 @@ import pytest
 
 from odradek.broker.apis import api_versions, update_features
 from odradek.broker.apis.update_features import judge
-from odradek.broker.features import FinalizedFeatures, feature_versioning_enabled
+from odradek.broker.features import FinalizedFeatures, alter_isr_enabled, feature_versioning_enabled
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.schema import Struct
 from odradek.zk.znodes import FeatureZNode
@@ -48,6 +48,12 @@ def test_the_cache_follows_the_znode_and_api_versions_answers_it(broker):
                                          ("2.6-IV0", False), ("0.10.2", False), ("2.6", False)])
 def test_feature_versioning_from_ibp_2_7(ibp, enabled):
     assert feature_versioning_enabled(ibp) is enabled
+
+
+@pytest.mark.parametrize("ibp,enabled", [("2.8-IV1", True), ("2.7-IV2", True), ("2.7", True), ("2.7.1", True),
+                                         ("3.0", True), ("2.7-IV1", False), ("2.7-IV0", False), ("2.6", False)])
+def test_leaders_send_alter_isr_from_ibp_2_7_iv2(ibp, enabled):
+    assert alter_isr_enabled(ibp) is enabled
 
 
 def update(name: str, level: int, downgrade: bool = False) -> Struct:

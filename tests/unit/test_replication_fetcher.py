@@ -97,6 +97,22 @@ def test_follower_replicates_and_acks_all_completes(pair):
                            for b in fetches)
 
 
+def test_a_broker_shutting_down_does_not_fetch_the_leaderships_it_hands_over(pair):
+    """Its controlled shutdown makes it a follower of what it led: fetching would only put it
+    back into those ISRs. What it already follows keeps being fetched until StopReplica."""
+    leader, follower, mgr, clients = pair
+    leader.lead("t", replicas=[1, 2], isr=[1], leader_epoch=1)
+    leader.lead("u", replicas=[1, 2], isr=[1, 2])
+    follower.rm.become_leader_or_follower(1, [state(1, 0, [1, 2], topic="u")])
+    follower.lead("t", replicas=[2, 1], isr=[2, 1])
+    mgr.leaving = True
+    follower.rm.become_leader_or_follower(1, [state(1, 1, [1], topic="t")])   # led by 1 now, ISR without 2
+    advance([leader, follower], 1.0)
+    asked = {t.get("topic", t.get("name")) for _, b in clients[1].sent for t in b["topics"]}
+    assert asked == {"u"}
+    assert follower.rm.get_partition(("t", 0)).leader_id == 1
+
+
 def test_returning_old_leader_truncates_divergent_tail(pair):
     leader, follower, mgr, clients = pair
     tp = ("t", 0)
@@ -347,6 +363,6 @@ def test_failed_isr_batch_leaves_every_isr_as_it_was(lone_leader, caplog):
     with caplog.at_level(logging.WARNING, logger="odradek.broker.replication"):
         b.clock.advance(1.6)                        # three shrinks, one batch, which fails
     assert all(p.isr == [1, 2] and p.pending_isr is None for p in b.rm.partitions.values())
-    assert [r.getMessage() for r in caplog.records if "ZooKeeper failed" in r.getMessage()] == \
-        ["updating the ISR of 3 partitions in ZooKeeper failed: t-0: connection loss, t-1: connection loss, "
+    assert [r.getMessage() for r in caplog.records if "partitions failed" in r.getMessage()] == \
+        ["updating the ISR of 3 partitions failed: t-0: connection loss, t-1: connection loss, "
          "t-2: connection loss"]
