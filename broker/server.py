@@ -39,6 +39,7 @@ from .metadata_cache import MetadataCache
 from .topic_configs import log_config as topic_log_config
 from .network.broker_client import BrokerClient
 from .network.connection_quotas import ConnectionQuotas
+from .network.controller_channel import ControllerChannel
 from .network.socket_server import KafkaServerFactory
 from .log.producer_state import ProducerIdManager
 from .replication.alter_isr_sender import AlterIsrSender
@@ -72,7 +73,7 @@ class KafkaServer:
         self.log_manager: Any = None
         self.replica_manager: ReplicaManager | None = None
         self.fetcher_manager: Any = None
-        self.alter_isr: AlterIsrSender | None = None   # the ISR writer from IBP 2.7-IV2 on
+        self.controller_channel: ControllerChannel | None = None   # AlterIsr and ControlledShutdown
         self.group_service: GroupCoordinatorService | None = None
         self.txn_service: TransactionCoordinatorService | None = None
         self.cleaner: LogCleanerService | None = None
@@ -129,11 +130,11 @@ class KafkaServer:
         await self._load_logs()
         self.metadata_cache = MetadataCache(self.broker_id, self.cluster_id)
         zk = self.zk
+        self.controller_channel = ControllerChannel(
+            self.broker_id, lambda: self.metadata_cache, lambda: self.controller, cfg.inter_broker_listener_name,
+            self.reactor, self.inter_broker_security, int(cfg["controller.socket.timeout.ms"]))
         if alter_isr_enabled(str(cfg["inter.broker.protocol.version"])):   # IBP 2.7-IV2+: via the controller
-            self.alter_isr = AlterIsrSender(self.broker_id, lambda: self.broker_epoch, lambda: self.metadata_cache,
-                                            lambda: self.controller, cfg.inter_broker_listener_name, self.reactor,
-                                            self.inter_broker_security, int(cfg["controller.socket.timeout.ms"]))
-            isr_writer: Any = self.alter_isr
+            isr_writer: Any = AlterIsrSender(self.broker_id, lambda: self.broker_epoch, self.controller_channel)
             isr_notifier: Any = None
         else:   # the classic path: the leader writes the state znode and /isr_change_notification
             isr_writer = lambda states: self._in_thread(zk.conditional_update_partition_states, states)  # noqa: E731
@@ -481,8 +482,8 @@ class KafkaServer:
             await self.cleaner.stop()
         if self.fetcher_manager is not None:
             self.fetcher_manager.shutdown()
-        if self.alter_isr is not None:
-            self.alter_isr.close()
+        if self.controller_channel is not None:
+            self.controller_channel.close()
         if self.replica_manager is not None:
             if self.replica_manager.log_dir_mover is not None:
                 self.replica_manager.log_dir_mover.stop()
@@ -505,7 +506,8 @@ class KafkaServer:
 
         retries = int(self.config["controlled.shutdown.max.retries"])
         backoff = int(self.config["controlled.shutdown.retry.backoff.ms"]) / 1000.0
-        listener = self.config.inter_broker_listener_name
+        channel = self.controller_channel
+        assert channel is not None
         for attempt in range(retries):
             cache = self.metadata_cache
             if cache is not None and cache.alive_broker_ids() <= {self.broker_id}:
@@ -513,24 +515,15 @@ class KafkaServer:
                 # shutdown. Kafka would retry controlled.shutdown.max.retries times here.
                 log.info("controlled shutdown skipped: no other live broker")
                 return
-            controller_id = cache.controller_id if cache is not None else None
             remaining: list | None = None
             try:
-                if controller_id == self.broker_id and self.controller.is_active:
-                    remaining = await defer.ensureDeferred(
-                        self.controller.controlled_shutdown(self.broker_id, self.broker_epoch))
-                elif (endpoint := cache.endpoint(controller_id, listener)
-                      if cache is not None and controller_id is not None else None) is not None:
-                    host, port = endpoint
-                    client = BrokerClient(self.reactor, host, port, f"broker-{self.broker_id}-shutdown",
-                                          request_timeout_ms=int(self.config["request.timeout.ms"])
-                                          if "request.timeout.ms" in self.config else 30000,
-                                          security=self.inter_broker_security)
-                    try:
-                        resp = await client.send(cs, cs.MAX_VERSION, {"broker_id": self.broker_id,
-                                                                      "broker_epoch": self.broker_epoch})
-                    finally:
-                        client.close()
+                local = channel.local()
+                if local is not None:
+                    remaining = await defer.ensureDeferred(local.controlled_shutdown(self.broker_id, self.broker_epoch))
+                else:
+                    resp = await channel.send(cs, cs.MAX_VERSION, {"broker_id": self.broker_id,
+                                                                   "broker_epoch": self.broker_epoch},
+                                              timeout_ms=int(self.config["request.timeout.ms"]))
                     if resp.error_code == 0:
                         remaining = [(p.topic_name, p.partition_index) for p in resp.remaining_partitions]
                     else:

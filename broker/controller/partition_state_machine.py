@@ -25,6 +25,7 @@ from .request_batch import ControllerRequestBatch, OutRequest
 from .states import IllegalStateTransition, PartitionState
 
 log = logging.getLogger(__name__)
+LOGGED_FAILURES = 5   # failed elections of one round logged one by one at ERROR
 
 
 class StateChangeFailedError(Exception):
@@ -175,13 +176,19 @@ class PartitionStateMachine:
                     del done[tp]
                 remaining = list(remaining) + retry
             cached = False
+            failures = 0
             for tp, r in done.items():
                 if isinstance(r, Exception):
-                    log.error("controller: leader election for %s failed: %s", tp, r)
+                    failures += 1   # the first few at ERROR, not 10,000 lines when no replica can lead
+                    (log.error if failures <= LOGGED_FAILURES else log.debug)(
+                        "controller: leader election for %s failed: %s", tp, r)
                 else:
                     log.debug("controller: %s elected leader %d of %s, isr %s", strategy.value, r.leader, tp, r.isr)
                     if r.unclean:
                         self.stats.unclean_elections += 1
+            if failures > LOGGED_FAILURES:
+                log.error("controller: leader election failed for %d more partitions (each at DEBUG)",
+                          failures - LOGGED_FAILURES)
             finished.update(done)
         elapsed_ms = (time.monotonic() - started) * 1000.0
         self.stats.election_time.update(elapsed_ms)

@@ -119,13 +119,16 @@ class BrokerClient:
     def connected(self) -> bool:
         return self._proto is not None
 
-    def send(self, api: ModuleType, version: int, body: Mapping[str, Any]) -> defer.Deferred:
-        """Send ``body`` as ``api`` at ``version``; Deferred[Struct] of the response body."""
+    def send(self, api: ModuleType, version: int, body: Mapping[str, Any],
+             timeout_ms: int | None = None) -> defer.Deferred:
+        """Send ``body`` as ``api`` at ``version``; Deferred[Struct] of the response body. It times
+        out after ``timeout_ms`` if given, else the client's request timeout."""
         if self._closed:
             return defer.fail(ClientClosedError(f"client to {self.host}:{self.port} is closed"))
         d: defer.Deferred = defer.Deferred()
         r = _Request(api, version, body, d)
-        r.timer = self.reactor.callLater(self.request_timeout, self._timed_out, r)
+        timeout = self.request_timeout if timeout_ms is None else timeout_ms / 1000.0
+        r.timer = self.reactor.callLater(timeout, self._timed_out, r)
         self._unsent.append(r)
         self._flush()
         return d

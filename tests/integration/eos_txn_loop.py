@@ -146,10 +146,11 @@ class KafkaPython:
 
             def on_partitions_assigned(self, assigned):
                 pass
-        # learn the topic first (kafka-python 3.0.12 can hang in its first rebalance otherwise)
-        while not self.c.partitions_for_topic(a.in_topic):
-            time.sleep(0.1)
         self.c.subscribe([a.in_topic], listener=Listener())
+        # a metadata update before the first join: kafka-python 3.0.12 can stall for good in a
+        # rebalance it starts itself otherwise (group_member.py says how)
+        while a.in_topic not in self.c.topics():
+            time.sleep(0.1)
 
     def begin(self) -> None:
         if not self.in_txn:

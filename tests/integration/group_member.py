@@ -52,11 +52,16 @@ class KafkaPython:
                                max_poll_interval_ms=a.poll_interval_ms, max_poll_records=a.batch,
                                request_timeout_ms=max(a.poll_interval_ms + 5000, 30000),
                                retry_backoff_ms=100)
-        # kafka-python 3.0.12 can hang in its first rebalance when the topic's metadata arrives
-        # while it assigns (seen with group.initial.rebalance.delay.ms=0): learn it first
-        while not self.c.partitions_for_topic(a.topic):
-            time.sleep(0.1)
         self.c.subscribe([a.topic])
+        # kafka-python 3.0.12 can stall for good in a rebalance it starts itself. A leader rejoins
+        # when the topic's partitions differ from those it assigned from; one whose first join
+        # came before any metadata update since subscribe() assigned from none, so the next update
+        # starts a rebalance. That join's own assignment makes need_rejoin() false again: when
+        # poll()'s timeout cut the join short, the finished join is never taken up and its
+        # heartbeat stays disabled until the session times out (seen with
+        # group.initial.rebalance.delay.ms=0). topics() is a metadata update before the first join.
+        while a.topic not in self.c.topics():
+            time.sleep(0.1)
 
     def poll(self):
         out = []

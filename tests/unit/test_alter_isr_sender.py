@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from odradek.broker.network.controller_channel import ControllerChannel
 from odradek.broker.replication.alter_isr_sender import AlterIsrSender
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.zk.znodes import LeaderIsrAndControllerEpoch
@@ -42,7 +43,8 @@ def leader(tmp_path):
     b = Broker(tmp_path, 1, replica_lag_time_max_ms=1000, replica_fetch_wait_max_ms=200)
     controller = Controller()
     cache = Cache(controller_id=1)
-    b.rm.isr_writer = AlterIsrSender(1, lambda: 77, lambda: cache, lambda: controller, "PLAINTEXT", b.clock)
+    channel = ControllerChannel(1, lambda: cache, lambda: controller, "PLAINTEXT", b.clock)
+    b.rm.isr_writer = AlterIsrSender(1, lambda: 77, channel)
     b.rm.isr_notifier = None
     b.rm.shutdown()          # restart the tasks on the fixture's clock
     b.rm.startup()
@@ -93,7 +95,8 @@ def test_without_a_known_controller_the_change_waits_for_the_next_round(leader):
 
 
 def test_a_remote_controller_without_the_listener_fails_every_partition():
-    sender = AlterIsrSender(1, lambda: 5, lambda: Cache(controller_id=2), lambda: None, "PLAINTEXT", None)
+    sender = AlterIsrSender(1, lambda: 5, ControllerChannel(1, lambda: Cache(controller_id=2), lambda: None,
+                                                            "PLAINTEXT", None))
     state = LeaderIsrAndControllerEpoch(1, 0, [1], 1, 0)
     box: list = []
     sender({("t", 0): state}).addBoth(box.append)

@@ -379,6 +379,20 @@ def test_controlled_shutdown_moves_leaders_and_stops_followers():
         run(core.controlled_shutdown(9, 0))
 
 
+def test_failed_elections_of_many_partitions_log_a_few_lines(caplog):
+    # the shutting-down broker is the only ISR member of each: no election can succeed
+    zk, ch, core = make(topics={"t": {p: [1, 2] for p in range(8)}},
+                        states={("t", p): S(1, 0, [1], 1, 0) for p in range(8)})
+    run(core.on_controller_failover(2, 0))
+    caplog.set_level("DEBUG", logger="odradek.broker.controller.partition_state_machine")
+    remaining = run(core.controlled_shutdown(1, broker(1).epoch))
+    assert sorted(remaining) == [("t", p) for p in range(8)]
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert len(errors) == 6 and errors[-1].endswith("failed for 3 more partitions (each at DEBUG)"), errors
+    each = [r for r in caplog.records if "leader election for" in r.getMessage()]
+    assert len(each) == 8    # every partition still has its own line, the rest at DEBUG
+
+
 def test_preferred_election():
     zk, ch, core = make(topics={"t": {0: [1, 2]}}, states={("t", 0): S(2, 3, [2, 1], 1, 0)})
     run(core.on_controller_failover(2, 0))
