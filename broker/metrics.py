@@ -27,6 +27,7 @@ class MetricName(NamedTuple):
 
 _BTM = "kafka.server:type=BrokerTopicMetrics,name="
 _RM = "kafka.server:type=ReplicaManager,name="
+_FSC = "kafka.server:type=FetchSessionCache,name="
 _KC = "kafka.controller:type=KafkaController,name="
 _RQ = "kafka.network:type=RequestMetrics,name="
 _LOG = "kafka.log:type=Log,name="
@@ -66,6 +67,12 @@ NAMES: dict[str, MetricName] = {
         "counter", _RM + "IsrShrinksPerSec", "ISR shrinks written by this broker as leader."),
     "kafka_server_replicamanager_isrexpands": MetricName(
         "counter", _RM + "IsrExpandsPerSec", "ISR expansions written by this broker as leader."),
+    "kafka_server_fetchsessioncache_numincrementalfetchsessions": MetricName(
+        "gauge", _FSC + "NumIncrementalFetchSessions", "Incremental fetch sessions (KIP-227) this broker keeps."),
+    "kafka_server_fetchsessioncache_numincrementalfetchpartitionscached": MetricName(
+        "gauge", _FSC + "NumIncrementalFetchPartitionsCached", "Partitions held by those sessions."),
+    "kafka_server_fetchsessioncache_incrementalfetchsessionevictions": MetricName(
+        "counter", _FSC + "IncrementalFetchSessionEvictionsPerSec", "Sessions evicted to make room for new ones."),
     "kafka_controller_kafkacontroller_activecontrollercount": MetricName(
         "gauge", _KC + "ActiveControllerCount", "1 on the active controller, else 0 (sums to 1 over the cluster)."),
     "kafka_controller_kafkacontroller_offlinepartitionscount": MetricName(

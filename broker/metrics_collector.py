@@ -72,6 +72,12 @@ class BrokerCollector(Collector):
         if s.replica_manager is not None:
             yield from self._replica_manager(s.replica_manager)
             yield from self._logs(s.replica_manager)
+        if s.ctx is not None:
+            sessions = s.ctx.fetch_sessions
+            yield _gauge("kafka_server_fetchsessioncache_numincrementalfetchsessions", len(sessions.sessions))
+            yield _gauge("kafka_server_fetchsessioncache_numincrementalfetchpartitionscached",
+                         sessions.partitions_cached)
+            yield _counter("kafka_server_fetchsessioncache_incrementalfetchsessionevictions", sessions.evictions)
         yield from self._controller(s.controller)
         if s.group_service is not None:
             yield from self._groups(s.group_service.coordinator.manager.groups, s.replica_manager)

@@ -187,6 +187,7 @@ class KafkaServer:
             controller_view=controller_view, static_config=cfg)
         from .quotas.request_quotas import QuotaManagers   # client quotas, filled by config_changes
         self.ctx.quotas = QuotaManagers(cfg, self.reactor)
+        self.ctx.fetch_sessions.max_slots = int(cfg["max.incremental.fetch.session.cache.slots"])
         self.ctx.topic_configs.update(self._initial_topic_configs)
         from .config_changes import ConfigChangeListener   # /config/changes, applied live from now on
         self.config_changes = ConfigChangeListener(self.zk, self.reactor, self._in_thread, self.ctx)

@@ -25,6 +25,7 @@ from odradek.protocol.errors import ErrorCode, KafkaError
 
 from ..features import FinalizedFeatures
 from ..metadata_cache import MetadataCache
+from ..replication.fetch_sessions import FetchSessionCache
 
 if TYPE_CHECKING:  # the parts are built by KafkaServer; handlers only use them
     from odradek.zk.admin import AdminZkClient
@@ -98,6 +99,7 @@ class BrokerContext:
     features: FinalizedFeatures = field(default_factory=FinalizedFeatures)   # /feature (``broker/features.py``)
     quotas: QuotaManagers | None = None              # client quotas (``broker/quotas/``), kept by config_changes
     metadata_answers: MetadataAnswers | None = None  # Metadata's encoded pieces (``apis/metadata_answers.py``)
+    fetch_sessions: FetchSessionCache = field(default_factory=FetchSessionCache)   # Fetch v7+ (KIP-227)
 
     @property
     def is_controller(self) -> bool:

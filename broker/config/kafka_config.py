@@ -124,6 +124,8 @@ BROKER_CONFIG: dict[str, ConfigKey] = _table([
     ("replica.fetch.wait.max.ms", INT, 500, None, "Max wait of a follower fetch."),
     ("replica.fetch.min.bytes", INT, 1, None, "Min bytes of a follower fetch."),
     ("replica.fetch.response.max.bytes", INT, 10485760, at_least(0), "Max bytes of a follower fetch response."),
+    ("max.incremental.fetch.session.cache.slots", INT, 1000, at_least(0),
+     "Incremental fetch sessions (KIP-227) a broker keeps; 0 turns them off."),
     ("replica.fetch.backoff.ms", INT, 1000, at_least(0), "Backoff after a fetch error."),
     ("replica.high.watermark.checkpoint.interval.ms", LONG, 5000, None, "HW checkpoint interval."),
     ("replica.selector.class", STRING, None, None, "Follower fetching selector (KIP-392)."),

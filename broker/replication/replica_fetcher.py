@@ -6,8 +6,9 @@ this broker follows it at the leader epoch the fetcher was given. Each partition
 is first TRUNCATING (OffsetForLeaderEpoch v3 with its latest epoch, or to its HW
 when it has no epochs; ``truncation_offset`` is Kafka's
 ``getOffsetTruncationState``), then FETCHING (Fetch v11 with replica_id and
-current_leader_epoch): data is appended only at the follower's LEO, its HW
-becomes min(leader HW, LEO). Errors delay a partition by replica.fetch.backoff.ms;
+current_leader_epoch, in an incremental fetch session: ``protocol/fetch_session_handler.py``):
+data is appended only at the follower's LEO, its HW becomes min(leader HW, LEO); a partition
+the leader's answer leaves out had nothing new. Errors delay a partition by replica.fetch.backoff.ms;
 FENCED_LEADER_EPOCH removes it until the next LeaderAndIsr, and so does a fetched
 batch that fails validation (``broker/log/validator.py``; never appended, logged as an
 error naming partition and offset); OFFSET_OUT_OF_RANGE
@@ -30,6 +31,7 @@ from odradek.protocol.apis import fetch as fetch_api
 from odradek.protocol.apis import list_offsets as list_offsets_api
 from odradek.protocol.apis import offset_for_leader_epoch as epoch_api
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.fetch_session_handler import FetchSessionHandler
 from odradek.protocol.record_batch import iter_headers
 
 from .isr_maintenance import examples
@@ -149,6 +151,7 @@ class ReplicaFetcher:
         self.running = False
         self._wakeup: defer.Deferred | None = None
         self._done: defer.Deferred | None = None
+        self.session = FetchSessionHandler()    # incremental fetches (KIP-227) with this leader
 
     # ------------------------------------------------------------ control
 
@@ -308,7 +311,7 @@ class ReplicaFetcher:
         return self.rm.follower_quota.enabled and not st.in_sync and self.rm.is_throttled("follower", tp)
 
     async def _fetch(self, states: dict[TopicPartition, PartitionFetchState]) -> None:
-        topics: dict[str, list[dict]] = {}
+        wanted: dict[TopicPartition, dict] = {}
         requested: dict[TopicPartition, tuple[PartitionFetchState, int]] = {}
         throttled: list[TopicPartition] = []
         quota = self.rm.follower_quota
@@ -324,30 +327,35 @@ class ReplicaFetcher:
                 throttled.append(tp)   # Kafka's shouldFollowerThrottle: not asked for this round
                 continue
             requested[tp] = (st, st.fetch_offset)
-            topics.setdefault(tp[0], []).append({
-                "partition": tp[1], "current_leader_epoch": st.current_leader_epoch,
-                "fetch_offset": st.fetch_offset, "log_start_offset": p.log_start_offset,
-                "partition_max_bytes": self.max_bytes})
+            wanted[tp] = {"partition": tp[1], "current_leader_epoch": st.current_leader_epoch,
+                          "fetch_offset": st.fetch_offset, "log_start_offset": p.log_start_offset,
+                          "partition_max_bytes": self.max_bytes}
         if throttled:
             self._delay(throttled, states)
         if not requested:
             return
         body = {"replica_id": self.broker_id, "max_wait_ms": self.max_wait_ms, "min_bytes": self.min_bytes,
-                "max_bytes": self.response_max_bytes, "isolation_level": 0, "session_id": 0,
-                "session_epoch": -1, "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
-                "forgotten_topics_data": [], "rack_id": ""}
+                "max_bytes": self.response_max_bytes, "isolation_level": 0, "rack_id": "",
+                **self.session.build(wanted)}
         try:
             resp = await self.client.send(fetch_api, FETCH_VERSION, body)
         except Exception as e:
+            self.session.reset()      # the leader may or may not have seen it
             if not self.running:
                 return
             log.info("%s: fetch from broker %d failed: %s", self.name, self.source_broker_id, e)
             self._delay(requested, {tp: s for tp, (s, _) in requested.items()})
             await self._sleep(self.backoff_s)
             return
-        if resp.error_code:
-            log.info("%s: fetch error %s", self.name, ErrorCode(resp.error_code).name)
-            self._delay(requested, {tp: s for tp, (s, _) in requested.items()})
+        answered = [(t.topic, r.partition) for t in resp.responses for r in t.partition_responses]
+        if not self.session.handle_response(resp.error_code, resp.session_id, answered):
+            code = ErrorCode(resp.error_code)
+            if code in (ErrorCode.NONE, ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH):
+                log.info("%s: fetch session with broker %d dropped (%s); fetching in full", self.name,
+                         self.source_broker_id, code.name if code else "an answer outside the session")
+            else:
+                log.info("%s: fetch error %s", self.name, code.name)
+                self._delay(requested, {tp: s for tp, (s, _) in requested.items()})
             return
         backoffs: dict[str, list[str]] = {}
         for t in resp.responses:

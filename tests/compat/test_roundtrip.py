@@ -135,6 +135,45 @@ def test_kafka_python_sees_kafka_2_8_and_lists_groups_by_state(compat_cluster):
         admin.close()
 
 
+def test_kafka_python_fetches_through_an_incremental_fetch_session(compat_cluster, caplog):
+    """kafka-python 3.0.12 keeps fetch sessions (KIP-227) with the broker: one full fetch opens
+    the session, the fetches after it are incremental and accepted as valid by the client, and
+    every record arrives in order, those produced while it polls included."""
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition as KTP
+    bootstrap, topic = compat_cluster.bootstrap_servers, "compat-fetch-session"
+    _create_topic(bootstrap, topic)
+    producer = KafkaProducer(bootstrap_servers=bootstrap)
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
+                             auto_offset_reset="earliest", fetch_max_wait_ms=100)
+    seen: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
+    caplog.set_level("DEBUG", logger="kafka.consumer.fetcher")
+    try:
+        for i in range(60):
+            producer.send(topic, value=b"before-%d" % i, partition=i % PARTITIONS)
+        producer.flush(30)
+        consumer.assign([KTP(topic, p) for p in range(PARTITIONS)])
+        deadline = time.monotonic() + 60
+        polls = 0
+        while sum(map(len, seen.values())) < 120 and time.monotonic() < deadline:
+            polls += 1
+            if polls == 5:      # later records reach a session that is already open
+                for i in range(60):
+                    producer.send(topic, value=b"after-%d" % i, partition=i % PARTITIONS)
+                producer.flush(30)
+            for tp, recs in consumer.poll(timeout_ms=200).items():
+                seen[tp.partition].extend(m.value for m in recs)
+    finally:
+        consumer.close()
+        producer.close()
+    for p in range(PARTITIONS):
+        assert seen[p] == [b"before-%d" % i for i in range(p, 60, PARTITIONS)] + \
+            [b"after-%d" % i for i in range(p, 60, PARTITIONS)]
+    lines = [r.getMessage() for r in caplog.records if r.name == "kafka.consumer.fetcher"]
+    assert sum("created a new incremental fetch session" in m for m in lines) == 1, lines
+    assert sum("incremental fetch response for session" in m for m in lines) >= 3, lines
+    assert not [m for m in lines if "invalid" in m or "unable to process" in m]
+
+
 def test_describe_cluster_on_the_wire(compat_cluster):
     """DescribeCluster (60) v0, as Java's AdminClient sends it: the cluster id and controller
     ZooKeeper holds, every broker's endpoint, and the Cluster operations allowed (all of them:

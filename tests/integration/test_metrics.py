@@ -97,6 +97,14 @@ def test_counters_move_with_a_produced_and_consumed_load(cluster):
     assert totals(cluster, "kafka_network_requestmetrics_requests_total", request="FetchConsumer") > 0
     assert totals(cluster, "kafka_network_requestmetrics_requests_total", request="FetchFollower") > 0
     assert totals(cluster, BTM + "replicationbytesout_total", topic=TOPIC) > 0
+    # each broker leads one partition of the topic and follows the other's: each keeps its
+    # follower's incremental fetch session (KIP-227), holding at least that partition
+    fsc = "kafka_server_fetchsessioncache_"
+    wait_until(lambda: all(x.value(fsc + "numincrementalfetchsessions") >= 1
+                           and x.value(fsc + "numincrementalfetchpartitionscached") >= 1
+                           for x in scrape_all(cluster.metrics_urls).values()), 30,
+               "every broker to hold a follower's fetch session")
+    assert totals(cluster, fsc + "incrementalfetchsessionevictions_total") == 0
     # request latency: a summary per API, with Kafka's percentiles, _count and _sum
     s = scrape_all(cluster.metrics_urls)
     assert sum(x.total("kafka_network_requestmetrics_totaltimems_count", request="Produce") for x in s.values()) > 0

@@ -4,7 +4,9 @@ TxnOffsetCommit) on a real 3-broker cluster. What the group's ``committed()`` sh
 nothing new while the transaction is open (and a read_committed consumer, which asks with
 OffsetFetch v7's require_stable, waits: KIP-447), the offsets once it commits, the old ones
 after an abort, and the committed ones still after kill -9 of the group coordinator (its
-successor replays ``__consumer_offsets`` with the transaction markers). EndTxn answers
+successor replays ``__consumer_offsets`` with the transaction markers); then a new producer
+takes the transactional id over from the successors with its producer id kept and its epoch
+bumped, and commits offsets again. EndTxn answers
 before the markers are written (as in Kafka), so visibility after a commit is waited for;
 a later commit of one partition shows that an aborted offset of the other never landed."""
 from __future__ import annotations
@@ -38,13 +40,25 @@ class TxnClient:
     def __init__(self, bootstrap: str, group: str, topic: str, partitions: int):
         import confluent_kafka as ck
         self.topic, self.partitions = topic, partitions
-        self.producer = ck.Producer({"bootstrap.servers": bootstrap,
-                                     "transactional.id": f"txn-offsets-{uuid.uuid4().hex[:8]}",
-                                     "transaction.timeout.ms": 60000, "message.timeout.ms": 60000})
+        self.producer_config = {"bootstrap.servers": bootstrap,
+                                "transactional.id": f"txn-offsets-{uuid.uuid4().hex[:8]}",
+                                "transaction.timeout.ms": 60000, "message.timeout.ms": 60000}
+        self.producer = ck.Producer(self.producer_config)
         self.consumer = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": group,
                                      "enable.auto.commit": False, "isolation.level": "read_committed"})
         self.peek = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": group,
                                  "enable.auto.commit": False, "isolation.level": "read_uncommitted"})
+        self.producer.init_transactions(TIMEOUT)
+
+    def replace_producer(self) -> None:
+        """A new producer instance for the same transactional id (init_transactions fences the
+        old one). After kill -9 of the group coordinator, the old librdkafka instance can wait
+        forever in send_offsets_to_transaction, past its timeout, for the coordinator it cached
+        once the dead broker leaves the metadata (confluentinc/librdkafka#5511 and #5456: a
+        client bug; the broker then aborts the transaction at transaction.timeout.ms)."""
+        import confluent_kafka as ck
+        self.producer.flush(TIMEOUT)
+        self.producer = ck.Producer(self.producer_config)
         self.producer.init_transactions(TIMEOUT)
 
     def transaction(self, offsets: dict[int, int], value: bytes):
@@ -77,6 +91,14 @@ class TxnClient:
         self.consumer.close()
         self.peek.close()
         self.producer.flush(TIMEOUT)
+
+
+def producers_of(cluster, topic: str) -> list:
+    """The active producers of ``topic``'s partition 0 (DescribeProducers on its leader)."""
+    from odradek.client import AdminClient, TopicPartition
+    tp = TopicPartition(topic, 0)
+    with AdminClient(bootstrap_servers=cluster.bootstrap_servers) as admin:
+        return admin.describe_producers([tp])[tp]
 
 
 @pytest.fixture
@@ -117,9 +139,14 @@ def test_send_offsets_commit_abort_and_coordinator_kill9(cluster):
                    "the committed transactional offsets on the new coordinator")
         assert client.committed() == {0: 30, 1: 11}
 
-        # and the transactional producer keeps working against the new coordinator
+        # and the transactional id keeps working against the new coordinators: a new producer
+        # takes it over with the producer id the successor loaded, its epoch bumped
+        (before,) = producers_of(cluster, topic)
+        client.replace_producer()
         client.transaction({1: 40}, b"after-failover")
         client.producer.commit_transaction(TIMEOUT)
         client.wait_committed({0: 30, 1: 40}, "offsets committed after the failover")
+        (after,) = producers_of(cluster, topic)
+        assert (after.producer_id, after.producer_epoch) == (before.producer_id, before.producer_epoch + 1)
     finally:
         client.close()

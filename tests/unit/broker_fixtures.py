@@ -77,11 +77,12 @@ class Broker:
         assert int(top) == 0 and all(int(c) == 0 for c in errors.values()), errors
 
 
-def call(broker: Broker, handler: ModuleType, version: int, body: dict, listener: str = "PLAINTEXT"):
+def call(broker: Broker, handler: ModuleType, version: int, body: dict, listener: str = "PLAINTEXT",
+         principal: str = "User:ANONYMOUS"):
     """Run ``handler`` on ``body`` through the codec; returns the decoded response (or None)."""
     api = handler.API
     req = api.Request.decode(api.Request.encode(body, version), version)
-    rc = RequestContext(api.API_KEY, version, 7, "test", listener, "127.0.0.1:1")
+    rc = RequestContext(api.API_KEY, version, 7, "test", listener, "127.0.0.1:1", principal)
     result = handler.handle(broker.ctx, rc, req)
     if isinstance(result, defer.Deferred):
         box: list = []

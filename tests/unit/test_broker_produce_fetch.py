@@ -133,18 +133,6 @@ def test_fetch_max_bytes_gives_at_least_one_batch(broker):
     assert not parts[1].record_set  # the total budget is spent
 
 
-def test_fetch_sessions_are_refused_politely(broker):
-    broker.lead("t")
-    body = fetch_body("t")
-    body["session_id"] = 42
-    resp = call(broker, fetch, 11, body)
-    assert resp.error_code == ErrorCode.FETCH_SESSION_ID_NOT_FOUND and resp.session_id == 0
-    body = fetch_body("t")
-    body["session_epoch"] = 0  # INITIAL: we answer sessionless
-    resp = call(broker, fetch, 11, body)
-    assert resp.error_code == 0 and resp.session_id == 0
-
-
 def test_list_offsets(broker):
     broker.lead("t", leader_epoch=2)
     call(broker, produce, 8, produce_body("t", batch(3, timestamp=1000)))

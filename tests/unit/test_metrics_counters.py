@@ -51,7 +51,7 @@ def registry_of(broker):
     from prometheus_client import CollectorRegistry
 
     class View:   # what the collector reads of a KafkaServer
-        metrics, replica_manager, controller, group_service = broker.metrics, broker.rm, None, None
+        metrics, replica_manager, controller, group_service, ctx = broker.metrics, broker.rm, None, None, broker.ctx
     registry = CollectorRegistry(auto_describe=False)
     registry.register(BrokerCollector(View()))
     return registry

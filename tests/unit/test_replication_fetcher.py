@@ -93,8 +93,59 @@ def test_follower_replicates_and_acks_all_completes(pair):
     assert log_bytes(leader) == log_bytes(follower)
     # the follower's fetches carried its id and the current leader epoch
     fetches = [b for n, b in clients[1].sent if n == fetch_api.NAME]
-    assert fetches and all(b["replica_id"] == 2 and b["topics"][0]["partitions"][0]["current_leader_epoch"] == 0
-                           for b in fetches)
+    named = [p for b in fetches for t in b["topics"] for p in t["partitions"]]
+    assert fetches and all(b["replica_id"] == 2 for b in fetches)
+    assert named and all(p["current_leader_epoch"] == 0 for p in named)
+
+
+def test_follower_fetches_in_an_incremental_session(pair):
+    leader, follower, mgr, clients = pair
+    for topic in ("t", "u"):
+        leader.lead(topic, replicas=[1, 2], isr=[1, 2])
+        call(leader, produce, 8, produce_body(topic, batch(2), acks=1))
+    follower.rm.become_leader_or_follower(1, [state(1, 0, [1, 2], topic=t) for t in ("t", "u")])
+    advance([leader, follower], 1.0)
+    assert {tp: follower.rm.get_partition(tp).high_watermark for tp in (("t", 0), ("u", 0))} == \
+        {("t", 0): 2, ("u", 0): 2}
+    (session,) = leader.ctx.fetch_sessions.sessions.values()
+    assert session.owner == (2, "User:ANONYMOUS") and set(session.partitions) == {("t", 0), ("u", 0)}
+
+    def fetches_from(n):
+        return [b for name, b in clients[1].sent[n:] if name == fetch_api.NAME]
+
+    # idle: the fetches name nothing, and the leader still records the follower as caught up
+    n = len(clients[1].sent)
+    advance([leader, follower], 1.0)
+    idle = fetches_from(n)
+    assert idle and all(b["topics"] == [] and b["session_epoch"] > 0 for b in idle)
+    caught_up = leader.rm.get_partition(("t", 0)).remote[2].last_caught_up_time_ms
+    assert caught_up >= leader.rm.now_ms() - 500
+
+    # new data on u: it alone comes back, and the next fetch names u alone at its new offset
+    n = len(clients[1].sent)
+    call(leader, produce, 8, produce_body("u", batch(3), acks=1))
+    advance([leader, follower], 0.5)
+    assert follower.rm.get_partition(("u", 0)).log_end_offset == 5
+    assert log_bytes(leader, "u") == log_bytes(follower, "u")
+    named = [(t["topic"], p["fetch_offset"]) for b in fetches_from(n) for t in b["topics"] for p in t["partitions"]]
+    assert named == [("u", 5)]
+
+    # the leader lost the session (a restart): one refused fetch, then a full one
+    leader.ctx.fetch_sessions.sessions.clear()
+    n = len(clients[1].sent)
+    advance([leader, follower], 1.0)
+    after = fetches_from(n)
+    full = next(b for b in after if b["session_epoch"] == 0)
+    assert {t["topic"] for t in full["topics"]} == {"t", "u"}
+    assert len(leader.ctx.fetch_sessions.sessions) == 1
+
+    # the follower now leads t: the next fetch forgets it
+    n = len(clients[1].sent)
+    follower.rm.become_leader_or_follower(1, [state(2, 1, [2, 1], topic="t")])
+    advance([leader, follower], 0.5)
+    assert fetches_from(n)[0]["forgotten_topics_data"] == [{"topic": "t", "partitions": [0]}]
+    (session,) = leader.ctx.fetch_sessions.sessions.values()
+    assert set(session.partitions) == {("u", 0)}
 
 
 def test_a_broker_shutting_down_does_not_fetch_the_leaderships_it_hands_over(pair):
