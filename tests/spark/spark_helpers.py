@@ -25,6 +25,16 @@ def read_all(bootstrap: str, topic: str, timeout: float = 30.0) -> list:
         return out
 
 
+def scratch_env(tmp_path) -> dict[str, str]:
+    """The environment of a Spark driver the test will kill -9: Spark's scratch space (its
+    ``spark-*`` and ``blockmgr-*`` dirs, which only a clean JVM exit deletes) and the JVM's temp
+    files go under the test's ``tmp_path``, not /tmp."""
+    local, java_tmp = tmp_path / "spark-local", tmp_path / "java-tmp"
+    local.mkdir(exist_ok=True)
+    java_tmp.mkdir(exist_ok=True)
+    return {**os.environ, "SPARK_LOCAL_DIRS": str(local), "JAVA_TOOL_OPTIONS": f"-Djava.io.tmpdir={java_tmp}"}
+
+
 def kill_process_tree(pid: int) -> None:
     """SIGKILL the process group of ``pid`` and those of its descendants, together.
 

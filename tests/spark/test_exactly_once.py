@@ -133,11 +133,12 @@ def _run_and_kill(bootstrap: str, checkpoint, log_path, rnd: random.Random, in_t
     """Run the query in its own process; kill -9 it (driver, JVM, Python workers) after 1-3 more
     committed micro-batches, at a random point or as soon as a write task's transaction is open."""
     from odradek.testing import wait_until as wait_for
-    from spark_helpers import kill_process_tree
+    from spark_helpers import kill_process_tree, scratch_env
     before = _committed_batches(checkpoint)
     cmd = [sys.executable, __file__, bootstrap, str(checkpoint)]
     with open(log_path, "ab") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                                env=scratch_env(log_path.parent))
         try:
             target = before + rnd.randint(1, 3)
             wait_for(lambda: _committed_batches(checkpoint) >= target or proc.poll() is not None,

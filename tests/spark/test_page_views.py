@@ -9,7 +9,7 @@ from odradek.client import AdminClient
 from odradek.pipeline.jobs import page_views as pv
 from odradek.testing import create_topic
 from odradek.testing import wait_until as wait_for
-from spark_helpers import kill_process_tree
+from spark_helpers import kill_process_tree, scratch_env
 
 T0 = 1_700_000_000_000 - 1_700_000_000_000 % 60_000  # a minute boundary
 
@@ -54,7 +54,8 @@ def test_killed_query_restarts_from_checkpoint_without_loss(spark, cluster_facto
            "--checkpoint", str(checkpoint), "--master", "local[2]", "--trigger", "500 milliseconds",
            "--max-offsets-per-trigger", "150", "--watermark", "1 hour"]
     log = open(tmp_path / "job.log", "wb")
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                            env=scratch_env(tmp_path))
     try:
         commits = checkpoint / "commits"
         wait_for(lambda: commits.is_dir() and len([f for f in os.listdir(commits) if f.isdigit()]) >= 2,
