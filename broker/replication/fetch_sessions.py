@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from odradek.protocol.errors import ErrorCode
-from odradek.protocol.fetch_session_handler import FINAL_EPOCH, INITIAL_EPOCH, INVALID_SESSION_ID, next_epoch
+from odradek.protocol.fetch_session_handler import (FINAL_EPOCH, INITIAL_EPOCH, INT32_MAX, INVALID_SESSION_ID,
+                                                    next_epoch)
 
 from .delayed import FetchPartition
 
@@ -54,10 +55,14 @@ class CachedPartition:
 class FetchSession:
     id: int
     owner: Owner
-    privileged: bool                                   # a follower's: evicted only when stale
     partitions: dict[TopicPartition, CachedPartition]  # in answer order
     epoch: int                                         # the epoch the next fetch must carry
     last_used_ms: int
+
+    @property
+    def privileged(self) -> bool:
+        """A follower's session (replica id >= 0): evicted only when stale."""
+        return self.owner[0] >= 0
 
     def update(self, requested: Iterable[FetchPartition], forgotten: Iterable[TopicPartition]) -> None:
         for tp in forgotten:
@@ -76,7 +81,6 @@ class FetchContext:
     cache: FetchSessionCache
     partitions: list[FetchPartition]
     owner: Owner
-    privileged: bool
     session: FetchSession | None = None    # None: a full fetch, which may open one when answered
     now_ms: int = 0
 
@@ -84,7 +88,7 @@ class FetchContext:
         """(session id, the results the response carries)."""
         session = self.session
         if session is None:
-            opened = self.cache.open(self.owner, self.privileged, results, self.now_ms)
+            opened = self.cache.open(self.owner, results, self.now_ms)
             return (INVALID_SESSION_ID if opened is None else opened.id), results
         out: list[FetchResult] = []
         for fp, r in results:
@@ -110,12 +114,11 @@ class FetchSessionCache:
                 forgotten: list[TopicPartition], owner: Owner, now_ms: int) -> FetchContext | ErrorCode | None:
         """The context of a fetch naming ``session_id`` at ``epoch``; None: sessionless (read
         ``requested`` and answer everything); an ErrorCode: answer it and change nothing."""
-        privileged = owner[0] >= 0
         if epoch == FINAL_EPOCH or epoch == INITIAL_EPOCH:
             self._close(session_id, owner)
             if epoch == FINAL_EPOCH:
                 return None
-            return FetchContext(self, requested, owner, privileged, now_ms=now_ms)
+            return FetchContext(self, requested, owner, now_ms=now_ms)
         session = self.sessions.get(session_id)
         if session is None or session.owner != owner:
             return ErrorCode.FETCH_SESSION_ID_NOT_FOUND
@@ -124,18 +127,17 @@ class FetchSessionCache:
         session.update(requested, forgotten)
         session.epoch = next_epoch(epoch)
         session.last_used_ms = now_ms
-        return FetchContext(self, [c.request for c in session.partitions.values()], owner, privileged,
-                            session, now_ms)
+        return FetchContext(self, [c.request for c in session.partitions.values()], owner, session, now_ms)
 
-    def open(self, owner: Owner, privileged: bool, results: list[FetchResult], now_ms: int) -> FetchSession | None:
-        """A new session holding the partitions of a full fetch's ``results`` (answered in full),
-        or None when there is no slot for it."""
-        if not self._make_room(privileged, len(results), now_ms):
+    def open(self, owner: Owner, results: list[FetchResult], now_ms: int) -> FetchSession | None:
+        """A new session of ``owner`` holding the partitions of a full fetch's ``results``
+        (answered in full), or None when there is no slot for it."""
+        if not self._make_room(owner[0] >= 0, len(results), now_ms):
             return None
-        session_id = random.randint(1, 0x7FFFFFFF)
+        session_id = random.randint(1, INT32_MAX)
         while session_id in self.sessions:
-            session_id = random.randint(1, 0x7FFFFFFF)
-        session = FetchSession(session_id, owner, privileged, {}, next_epoch(INITIAL_EPOCH), now_ms)
+            session_id = random.randint(1, INT32_MAX)
+        session = FetchSession(session_id, owner, {}, next_epoch(INITIAL_EPOCH), now_ms)
         for fp, r in results:
             cached = session.partitions[fp.tp] = CachedPartition(fp)
             cached.must_answer(r)

@@ -148,19 +148,19 @@ def _results(n: int) -> list:
 
 def test_eviction_takes_stale_sessions_first_then_the_smallest_consumer_session():
     cache = FetchSessionCache(max_slots=2, eviction_ms=1000)
-    big = cache.open((-1, "User:a"), False, _results(5), now_ms=0)
-    small = cache.open((-1, "User:b"), False, _results(2), now_ms=500)
+    big = cache.open((-1, "User:a"), _results(5), now_ms=0)
+    small = cache.open((-1, "User:b"), _results(2), now_ms=500)
     assert big and small
     # a consumer session evicts only a smaller consumer session
-    assert cache.open((-1, "User:c"), False, _results(2), now_ms=600) is None
-    follower = cache.open((2, "User:broker"), True, _results(1), now_ms=700)
+    assert cache.open((-1, "User:c"), _results(2), now_ms=600) is None
+    follower = cache.open((2, "User:broker"), _results(1), now_ms=700)
     assert follower and set(cache.sessions) == {big.id, follower.id} and cache.evictions == 1
     # a follower session is never evicted while fresh, not even by another follower's
-    assert cache.open((3, "User:broker"), True, _results(9), now_ms=800) is not None   # evicts the consumer
-    assert cache.open((-1, "User:d"), False, _results(50), now_ms=900) is None
-    assert cache.open((4, "User:broker"), True, _results(9), now_ms=900) is None
+    assert cache.open((3, "User:broker"), _results(9), now_ms=800) is not None   # evicts the consumer
+    assert cache.open((-1, "User:d"), _results(50), now_ms=900) is None
+    assert cache.open((4, "User:broker"), _results(9), now_ms=900) is None
     # once unused for eviction_ms, the least recently used goes first
-    late = cache.open((-1, "User:d"), False, _results(1), now_ms=1701 + 100)
+    late = cache.open((-1, "User:d"), _results(1), now_ms=1701 + 100)
     assert late is not None and follower.id not in cache.sessions and cache.evictions == 3
 
 
