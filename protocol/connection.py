@@ -15,10 +15,13 @@ blocking clients and the test fakes all frame, match and queue the same way.
   asked for sets ``violation`` (the responses matched before it are still returned) and the
   caller must close the connection. An
   ApiVersions error answered in the v0 layout (UNSUPPORTED_VERSION) is decoded as v0.
-- ``ServerConnection`` (the answering side) hands out request frames one at a time in arrival
-  order and takes their responses in that order (Kafka mutes a channel while a request is in
-  flight), so responses leave in request order. ``close_after_owed`` (an oversize frame, a
-  handler's CloseConnection) lets the responses already owed leave before the close.
+- ``ServerConnection`` (the answering side) hands out request frames in arrival order, each as a
+  ``RequestTicket``, one at a time (Kafka mutes a channel while a request is in flight), except
+  that, when the caller allows it, a Produce is handed out while only Produces are owed (one
+  parked for acks=all does not hold back the appends of those behind it). Responses leave in
+  request order whatever order they are given in: ``respond`` returns the tickets now due.
+  ``close_after_owed`` (an oversize frame, a handler's CloseConnection) lets the responses
+  already owed leave before the close.
 """
 from __future__ import annotations
 
@@ -225,6 +228,27 @@ class ClientConnection(Generic[T]):
         return pending, body
 
 
+PRODUCE_KEY = 0
+
+
+class RequestTicket:
+    """One request handed out by a ServerConnection: its frame, then its response once given;
+    ``context`` is the caller's (the broker keeps the request's timings there)."""
+
+    __slots__ = ("frame", "produce", "answered", "response", "context")
+
+    def __init__(self, frame: bytes) -> None:
+        self.frame = frame
+        self.produce = len(frame) >= 2 and _I16.unpack_from(frame)[0] == PRODUCE_KEY
+        self.answered = False
+        self.response: bytes | None = None
+        self.context: Any = None
+
+    def parts(self) -> list[bytes]:
+        """What to write for its response (nothing for none)."""
+        return [] if self.response is None else frame_parts(self.response)
+
+
 @dataclass(eq=False)
 class ServerConnection:
     """The answering end of one connection: request frames in, responses out, in order."""
@@ -232,7 +256,7 @@ class ServerConnection:
     reader: FrameReader = field(init=False)
     close_reason: str | None = field(default=None, init=False)
     _queue: deque[bytes] = field(default_factory=deque, init=False)
-    _busy: bool = field(default=False, init=False)
+    _owed: deque[RequestTicket] = field(default_factory=deque, init=False)   # handed out, in order
 
     def __post_init__(self) -> None:
         self.reader = FrameReader(self.max_frame_size)
@@ -242,6 +266,11 @@ class ServerConnection:
         """Request frames received and not yet handed out."""
         return len(self._queue)
 
+    @property
+    def owed(self) -> int:
+        """Requests handed out whose responses have not all left yet."""
+        return len(self._owed)
+
     def receive_data(self, data: bytes | bytearray | memoryview) -> None:
         if self.close_reason is not None:
             return
@@ -250,17 +279,33 @@ class ServerConnection:
             self.close_after_owed(f"request of {self.reader.oversize} bytes exceeds "
                                   f"socket.request.max.bytes ({self.max_frame_size})")
 
-    def next_request(self) -> bytes | None:
-        """The next request frame to handle, or None while one is being handled or none waits."""
-        if self._busy or not self._queue:
+    def next_request(self, overlap_produce: bool = False) -> RequestTicket | None:
+        """The next request to handle, or None while one is owed or none waits; with
+        ``overlap_produce``, a Produce is handed out while every request owed is a Produce."""
+        queue = self._queue
+        if not queue:
             return None
-        self._busy = True
-        return self._queue.popleft()
+        if self._owed:
+            if not overlap_produce or not all(t.produce for t in self._owed):
+                return None
+            ticket = RequestTicket(queue[0])
+            if not ticket.produce:
+                return None
+            queue.popleft()
+        else:
+            ticket = RequestTicket(queue.popleft())
+        self._owed.append(ticket)
+        return ticket
 
-    def respond(self, response: bytes | None) -> list[bytes]:
-        """Finish the request being handled; the parts to write (none for no response)."""
-        self._busy = False
-        return [] if response is None else frame_parts(response)
+    def respond(self, ticket: RequestTicket, response: bytes | None) -> list[RequestTicket]:
+        """Give ``ticket``'s response (None: no response); the tickets whose responses are now
+        due, in request order (none while an earlier request is still unanswered)."""
+        ticket.answered, ticket.response = True, response
+        owed = self._owed
+        due = []
+        while owed and owed[0].answered:
+            due.append(owed.popleft())
+        return due
 
     def close_after_owed(self, reason: str) -> None:
         """Answer what was received before this point, then close; read nothing more."""
@@ -275,4 +320,4 @@ class ServerConnection:
     @property
     def should_close(self) -> bool:
         """True once a close was asked for and every owed response has been given."""
-        return self.close_reason is not None and not self._busy and not self._queue
+        return self.close_reason is not None and not self._owed and not self._queue

@@ -30,6 +30,7 @@ TRANSACTIONAL_MASK = 0x10
 CONTROL_MASK = 0x20
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
+_new_tuple = tuple.__new__
 _OFFSET_LENGTH = struct.Struct(">qi")
 _BASE_OFFSET = struct.Struct(">q")
 _EPOCH = struct.Struct(">i")
@@ -85,7 +86,7 @@ class BatchHeader(NamedTuple):
 
 def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
     """The header of the batch starting at ``pos``; ``buf`` must hold 61 bytes from there."""
-    return BatchHeader(*_HEADER.unpack_from(buf, pos))
+    return _new_tuple(BatchHeader, _HEADER.unpack_from(buf, pos))   # skips the NamedTuple's __new__
 
 
 def peek_offset_and_length(buf: bytes | bytearray | memoryview, pos: int = 0) -> tuple[int, int]:
@@ -112,13 +113,14 @@ def validate(buf: bytes | bytearray | memoryview, pos: int = 0, max_size: int | 
     header = parse_header(buf, pos)
     if header.magic != MAGIC:
         raise KafkaError(ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT, f"magic {header.magic}")
-    if header.batch_length < HEADER_SIZE - LOG_OVERHEAD or pos + header.size > end:
+    size = LOG_OVERHEAD + header.batch_length   # header.size, read once
+    if header.batch_length < HEADER_SIZE - LOG_OVERHEAD or pos + size > end:
         raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "batch length out of range")
-    if max_size is not None and header.size > max_size:
-        raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE, f"batch of {header.size} bytes")
+    if max_size is not None and size > max_size:
+        raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE, f"batch of {size} bytes")
     if header.last_offset_delta < 0 or header.records_count < 0:
         raise KafkaError(ErrorCode.INVALID_RECORD, "negative record count or offset delta")
-    if compute_crc(buf, pos, header.size) != header.crc:
+    if compute_crc(buf, pos, size) != header.crc:
         raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "CRC32C mismatch")
     return header
 

@@ -282,13 +282,13 @@ class Log(LogRetention, TransactionalLog):
         for pos, h in batches:
             set_base(buf, pos, offset)
             set_epoch(buf, pos, leader_epoch)
-            max_ts = h.max_timestamp
+            max_ts, size = h.max_timestamp, h.size
             if log_append_time:
-                set_lat(buf, pos, h.size, now)
+                set_lat(buf, pos, size, now)
                 max_ts = now
             final.append((pos, rb.parse_header(buf, pos)))
             offset += h.last_offset_delta + 1
-            infos.append((pos, offset - 1, max_ts, h.size))
+            infos.append((pos, offset - 1, max_ts, size))
         self._append(buf, infos, first, now)
         self._apply_appended(final, buf, markers)
         if leader_epoch >= 0 and leader_epoch > self.leader_epoch_cache.latest_epoch:

@@ -87,19 +87,24 @@ class LogDirFailureChannel:
             except Exception:
                 logger.exception("log dir failure listener failed for %s", log_dir)
 
-    def guard(self, log_dir: str, message: str) -> "_Guard":
+    def guard(self, log_dir: str, what: str, subject: str) -> "_Guard":
         """Run I/O under ``log_dir`` (``with channel.guard(...)``): an OSError (or a lower layer's
-        KAFKA_STORAGE_ERROR) marks the dir offline and leaves as KafkaError(KAFKA_STORAGE_ERROR)."""
-        return _Guard(self, log_dir, message)
+        KAFKA_STORAGE_ERROR) marks the dir offline and leaves as KafkaError(KAFKA_STORAGE_ERROR),
+        its message "<what> <subject>: ..." (joined only then)."""
+        return _Guard(self, log_dir, what, subject)
 
 
 class _Guard:
     """``LogDirFailureChannel.guard``'s context manager (a class: it is on every produce's path)."""
 
-    __slots__ = ("channel", "log_dir", "message")
+    __slots__ = ("channel", "log_dir", "what", "subject")
 
-    def __init__(self, channel: LogDirFailureChannel, log_dir: str, message: str) -> None:
-        self.channel, self.log_dir, self.message = channel, log_dir, message
+    def __init__(self, channel: LogDirFailureChannel, log_dir: str, what: str, subject: str) -> None:
+        self.channel, self.log_dir, self.what, self.subject = channel, log_dir, what, subject
+
+    @property
+    def message(self) -> str:
+        return f"{self.what} {self.subject}"
 
     def __enter__(self) -> None:
         if self.channel.is_offline(self.log_dir):

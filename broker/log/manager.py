@@ -142,7 +142,7 @@ class LogManager:
         return gone
 
     def _io(self, d: str, what: str) -> ContextManager[None]:
-        return self.failure_channel.guard(d, f"{what} in {d}")
+        return self.failure_channel.guard(d, what, f"in {d}")
 
     # ---------------------------------------------------------------- startup
     def _lock(self, d: str) -> None:

@@ -185,11 +185,11 @@ class LogSegment:
     def append(self, buf: bytes | bytearray, batches: Sequence[BatchInfo], now_ms: int) -> None:
         """Write ``buf`` (complete batches described by ``batches``) at the end."""
         pos0 = self.size
-        view = memoryview(buf)
+        total = len(buf)
         try:
-            written = 0
-            while written < len(view):
-                written += os.write(self._fd, view[written:])
+            written = os.write(self._fd, buf)
+            while written < total:   # a short write (rare): the rest, from where it stopped
+                written += os.write(self._fd, memoryview(buf)[written:])
         except OSError as e:
             os.ftruncate(self._fd, pos0)
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"{self.log_path}: {e.strerror}") from None
@@ -197,7 +197,7 @@ class LogSegment:
             self.rolling_base_ms = now_ms
         for rel, last_offset, max_ts, size in batches:
             self._index_batch(pos0 + rel, last_offset, max_ts, size)
-        self.size = pos0 + len(view)
+        self.size = pos0 + total
         self.next_offset = batches[-1][1] + 1
 
     def should_roll(self, append_size: int, last_offset: int, now_ms: int,

@@ -69,6 +69,9 @@ class _Protocol(protocol.Protocol):
                                                                  first_correlation_id=owner._next_id)
 
     def connectionMade(self) -> None:
+        # as Kafka's Selector does: a follower's fetch or a controller request goes out at once,
+        # never held back by Nagle's algorithm behind an unacknowledged segment
+        self.transport.setTcpNoDelay(True)
         self.owner._connected(self)
 
     def dataReceived(self, data: bytes) -> None:

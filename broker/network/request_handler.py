@@ -101,6 +101,13 @@ class RequestHandler:
             return result
         return self._encode(result, module, header)
 
+    def produce_may_overlap(self) -> bool:
+        """Whether a connection may have a Produce handled while its earlier Produces are parked
+        (``socket_server.py``): not while a client quota is set, whose throttle mutes a connection
+        between one request and the next."""
+        quotas = self.ctx.quotas
+        return quotas is None or not quotas.active
+
     def _throttle(self, body: Any, rc: RequestContext, req: Any, size: int, handler_s: float,
                   throttle: Throttle) -> Any:
         quotas = self.ctx.quotas

@@ -1,10 +1,12 @@
 """The socket server: Kafka connections over Twisted TCP, a thin shell around the sans-IO
 ``protocol/connection.py:ServerConnection``.
 
-Invariant: on each connection, requests are handled strictly one after another in
-arrival order (Kafka mutes a channel while a request is in flight), so responses
-leave in request order; a parked request (long-poll fetch, acks=all produce) holds
-the connection's queue. A frame larger than ``socket.request.max.bytes`` closes the
+Invariant: on each connection, requests are handled one after another in arrival order (Kafka
+mutes a channel while a request is in flight), and responses leave in request order; a parked
+request (long-poll fetch) holds the connection's queue. Better than Kafka: a Produce behind parked
+Produces (acks=all, waiting for the ISR) is handled at once, so a producer's requests in flight
+replicate together instead of one replication round trip after another; not while a client quota
+is on (its throttle mutes the connection between requests) or SASL is authenticating. A frame larger than ``socket.request.max.bytes`` closes the
 connection once the responses owed for the requests before it have been sent; a
 CloseConnection (garbage, an acks=0 failure) closes it at once. Either closes only
 that connection. The responses answered while handling one read (a pipelining client's many
@@ -35,7 +37,7 @@ from typing import Any
 from twisted.internet import protocol, task
 from twisted.python.failure import Failure
 
-from odradek.protocol.connection import ServerConnection
+from odradek.protocol.connection import RequestTicket, ServerConnection
 from odradek.protocol.errors import KafkaError
 
 from ..apis.context import CloseConnection
@@ -77,12 +79,11 @@ class KafkaConnection(protocol.Protocol):
         self._closed = False
         self._paused = False
         self._counted = False      # holds a place in the factory's ConnectionQuotas
-        self._waiting = False      # a handler's Deferred is pending
+        self._handling = False     # in _handle_queued: a Deferred firing meanwhile need not re-enter it
         self._muted = False        # throttled by a client quota: nothing more is read or handled
         self._throttle: tuple[int, bool] | None = None   # set by the request handler for the next _send
         self.last_active = 0.0     # the factory clock's seconds at the last byte in or out
         self._arrivals: deque[float] = deque()   # with metrics: when each queued frame was complete
-        self._timing: tuple | None = None        # with metrics: the request in progress (see _timed)
         self._out: list[bytes] = []              # responses not yet handed to the transport (see _flush)
         self._sent_timings: list[tuple] = []     # with metrics: their timings, recorded when handed over
 
@@ -118,7 +119,7 @@ class KafkaConnection(protocol.Protocol):
 
     def idle(self, now: float, idle_s: float) -> bool:
         """No request in progress and nothing sent or received for ``idle_s``."""
-        return (not self._closed and not self._waiting and not self._muted and self.conn.queued == 0
+        return (not self._closed and self.conn.owed == 0 and not self._muted and self.conn.queued == 0
                 and now - self.last_active > idle_s)
 
     def dataReceived(self, data: bytes) -> None:
@@ -141,20 +142,30 @@ class KafkaConnection(protocol.Protocol):
     # -------------------------------------------------------------- processing
 
     def _process(self) -> None:
+        if self._handling:
+            return   # the loop running below picks up whatever is handled or due now
+        self._handling = True
         try:
             self._handle_queued()
         finally:
+            self._handling = False
             self._flush()
+
+    def _may_overlap(self) -> bool:
+        """May a Produce be handled while Produces are parked (see the module invariant)?"""
+        return (self.sasl is None or self.sasl.complete) and self.handler.produce_may_overlap()
 
     def _handle_queued(self) -> None:
         conn = self.conn
-        while not self._closed and not self._muted and (frame := conn.next_request()) is not None:
+        while not self._closed and not self._muted and \
+                (ticket := conn.next_request(conn.owed > 0 and self._may_overlap())) is not None:
+            frame = ticket.frame
             if self._tls_pending:
                 self._tls_principal()
             stats = self.factory.request_stats if self.factory is not None else None
             if stats is not None:
-                self._timing = (stats, stats.name_of(frame), self._arrivals.popleft() if self._arrivals
-                                else perf_counter(), perf_counter())
+                ticket.context = (stats, stats.name_of(frame), self._arrivals.popleft() if self._arrivals
+                                  else perf_counter(), perf_counter())
             try:
                 if self.sasl is not None and not self.sasl.complete:
                     result = self._authenticate(frame)
@@ -177,12 +188,11 @@ class KafkaConnection(protocol.Protocol):
                         self._failed(result)
                         return
                 else:
-                    self._waiting = True
-                    if self._timing is not None:
-                        self._timing += (perf_counter(),)
-                    result.addCallbacks(self._deferred_done, self._failed)
-                    return
-            self._send(result)
+                    if ticket.context is not None:
+                        ticket.context += (perf_counter(),)
+                    result.addCallbacks(self._deferred_done, self._failed, callbackArgs=(ticket,))
+                    continue
+            self._send(ticket, result)
         if self._closed:
             return
         if conn.close_reason is not None and conn.should_close:
@@ -212,13 +222,11 @@ class KafkaConnection(protocol.Protocol):
         except KafkaError as e:  # a SASL request that does not decode (or a version it lacks): Kafka closes
             raise CloseConnection(f"undecodable request during SASL authentication ({e})") from None
 
-    def _deferred_done(self, response: bytes | None) -> None:
-        self._waiting = False
-        self._send(response)
+    def _deferred_done(self, response: bytes | None, ticket: RequestTicket) -> None:
+        self._send(ticket, response)
         self._process()
 
     def _failed(self, failure: Failure) -> None:
-        self._waiting = False
         if failure.check(CloseConnection):
             self._close_now(str(failure.value))
         else:
@@ -230,38 +238,41 @@ class KafkaConnection(protocol.Protocol):
         """The request being handled is throttled: mute the connection when its response is sent."""
         self._throttle = (ms, hold_response)
 
-    def _mute(self, ms: int, held: bytes | None, holding: bool) -> None:
+    def _mute(self, ms: int, ticket: RequestTicket, held: bytes | None, holding: bool) -> None:
         self._muted = True
         if not self._paused:
             self.transport.pauseProducing()
         clock = self.factory.clock if self.factory is not None else _reactor()
-        clock.callLater(ms / 1000.0, self._unmute, held, holding)
+        clock.callLater(ms / 1000.0, self._unmute, ticket, held, holding)
 
-    def _unmute(self, held: bytes | None, holding: bool) -> None:
+    def _unmute(self, ticket: RequestTicket, held: bytes | None, holding: bool) -> None:
         self._muted = False
         if self._closed:
             return
         if holding:
-            self._send(held)
+            self._send(ticket, held)
         if not self._paused:
             self.transport.resumeProducing()
         self._process()
 
-    def _send(self, response: bytes | None) -> None:
-        ready = perf_counter() if self._timing is not None else 0.0
+    def _send(self, ticket: RequestTicket, response: bytes | None) -> None:
+        timing = ticket.context
+        ready = perf_counter() if timing is not None else 0.0
         if self._throttle is not None:
             (ms, hold), self._throttle = self._throttle, None
-            self._mute(ms, response, hold)
-            if hold:
-                if self._timing is not None:
-                    self._timed(ready)
+            self._mute(ms, ticket, response, hold)
+            if hold:   # recorded now: a response held back by a throttle counts as handed over when ready
+                if timing is not None:
+                    ticket.context = None
+                    self._record(timing, ready)
                 return
-        parts = self.conn.respond(response)
-        if parts and not self._closed:
-            self._out += parts
-        if self._timing is not None:
-            timing, self._timing = self._timing, None
-            self._sent_timings.append((timing, ready))
+        if timing is not None:
+            ticket.context = (timing, ready)
+        for due in self.conn.respond(ticket, response):
+            if not self._closed:
+                self._out += due.parts()
+            if due.context is not None:
+                self._sent_timings.append(due.context)
         sasl = self.sasl
         if sasl is not None and self.conn.close_reason is None:
             if sasl.principal is not None:
@@ -283,12 +294,6 @@ class KafkaConnection(protocol.Protocol):
             sent, self._sent_timings = self._sent_timings, []
             for timing, ready in sent:
                 self._record(timing, ready)
-
-    def _timed(self, ready: float) -> None:
-        """Record the request just answered (its response held back by a throttle) now."""
-        timing, self._timing = self._timing, None
-        assert timing is not None
-        self._record(timing, ready)
 
     @staticmethod
     def _record(timing: tuple, ready: float) -> None:

@@ -79,6 +79,7 @@ class Partition:
                  lag_time_max_ms: int = DEFAULT_LAG_TIME_MAX_MS):
         self.topic = topic
         self.partition = partition
+        self.name = f"{topic}-{partition}"
         self.broker_id = broker_id
         self.lag_time_max_ms = lag_time_max_ms
         self.log: Any = None
@@ -106,7 +107,7 @@ class Partition:
         log_ = log_ if log_ is not None else self.log
         if self.failure_channel is None or log_ is None:
             return contextlib.nullcontext()
-        return self.failure_channel.guard(log_dir_of(log_.dir), f"{what} {self.topic}-{self.partition}")
+        return self.failure_channel.guard(log_dir_of(log_.dir), what, self.name)
 
     @property
     def high_watermark(self) -> int:

@@ -366,8 +366,9 @@ class ReplicaManager(IsrMaintenance):
         ``origin`` "coordinator" lets the group/txn coordinators write transactional batches
         without sequence numbers (base sequence -1)."""
         def append(tp: TopicPartition, p: Partition, records: bytes) -> Any:
-            return p.append_as_leader(records, required_acks, self.min_insync_replicas(tp[0]), self.now_ms(),
-                                      origin)
+            # min.insync.replicas matters to acks=-1 only (a topic config lookup per partition)
+            min_isr = self.min_insync_replicas(tp[0]) if required_acks == -1 else 1
+            return p.append_as_leader(records, required_acks, min_isr, self.now_ms(), origin)
         return self._append_and_wait(timeout_ms, required_acks, entries, append, self.topic_stats)
 
     def append_txn_markers(self, timeout_ms: int, markers: dict[TopicPartition, tuple[int, int, bool, int]]

@@ -39,7 +39,9 @@ def test_admin_create_describe_delete(cluster):
         assert len(desc["partitions"]) == 6
         for p in desc["partitions"]:
             assert sorted(p["replicas"]) == [1, 2, 3] and p["leader"] in p["isr"]
-        assert {"orders", "audit"} <= set(admin.list_topics())
+        # each broker learns of new topics from the controller's UpdateMetadata, the one asked may
+        # not have had it for "audit" (created after "orders") yet: Kafka's metadata is as eventual
+        wait_until(lambda: {"orders", "audit"} <= set(admin.list_topics()), what="both topics listed")
         assert "dry" not in admin.list_topics()
 
         assert admin.delete_topics(["audit"]) == {"audit": None}

@@ -221,3 +221,52 @@ def test_framing_benchmark_runs_every_case(capsys):
     assert main(["framing", "--rounds", "1", "--scale", "0.01"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 3 and all("us per frame" in line for line in lines)
+
+
+class _QuotasOn:
+    """Client quotas set (``ctx.quotas.active``) with nothing throttled yet."""
+    active = True
+
+    def after_request(self, *request: object) -> tuple[int, bool]:
+        return 0, False
+
+
+@pytest.mark.parametrize("quotas", [False, True])
+def test_produces_behind_a_parked_produce_are_appended_at_once_and_answered_in_order(tmp_path, quotas):
+    from odradek.broker.apis import fetch as fetch_handler
+    from broker_fixtures import call
+    b = Broker(tmp_path)
+    try:
+        b.lead("r", replicas=[1, 2])   # acks=all waits for follower 2
+        if quotas:
+            b.ctx.quotas = _QuotasOn()
+        log = b.log_manager.get_log(("r", 0))
+        conn, tr = connect(b)
+        conn.dataReceived(frame(produce, 8, 1, produce_body("r", batch(2), acks=-1))
+                          + frame(produce, 8, 2, produce_body("r", batch(2), acks=-1))
+                          + frame(api_versions, 0, 3, {})
+                          + frame(produce, 8, 4, produce_body("r", batch(2), acks=-1)))
+        assert tr.value() == b""
+        # without quotas the second Produce is appended while the first waits (a quota's throttle
+        # mutes the connection between requests: then one at a time, as in Kafka); never the one
+        # behind the ApiVersions
+        assert log.log_end_offset == (2 if quotas else 4)
+        fetched = 2 if quotas else 4
+        call(b, fetch_handler, 11, fetch_body("r", offset=fetched, replica_id=2))
+        if quotas:
+            assert [struct.unpack(">i", r[:4])[0] for r in responses(tr)] == [1]
+            assert log.log_end_offset == 4
+            call(b, fetch_handler, 11, fetch_body("r", offset=4, replica_id=2))
+        out = responses(tr)
+        assert [struct.unpack(">i", r[:4])[0] for r in out] == ([2, 3] if quotas else [1, 2, 3])
+        bases = [decode_response(produce, 8, r)[1].responses[0].partition_responses[0].base_offset
+                 for r in out if struct.unpack(">i", r[:4])[0] != 3]
+        assert bases == ([2] if quotas else [0, 2])
+        assert log.log_end_offset == 6                 # the last Produce, once the ApiVersions is answered
+        call(b, fetch_handler, 11, fetch_body("r", offset=6, replica_id=2))
+        [last] = responses(tr)
+        _, body = decode_response(produce, 8, last)
+        assert struct.unpack(">i", last[:4])[0] == 4 and body.responses[0].partition_responses[0].base_offset == 4
+        assert body.responses[0].partition_responses[0].error_code == 0
+    finally:
+        b.close()

@@ -32,17 +32,17 @@ def test_channel_reports_a_dir_once_and_guards_turn_os_errors_into_storage_error
     channel.add_listener(told.append)
     d = str(tmp_path / "a")
     with pytest.raises(KafkaError) as e:
-        with channel.guard(d, "writing x"):
+        with channel.guard(d, "writing", "x"):
             raise OSError(28, "No space left on device")
     assert e.value.code == ErrorCode.KAFKA_STORAGE_ERROR
     channel.maybe_add_offline_log_dir(d, "again", OSError(5, "EIO"))
     assert told == [os.path.abspath(d)] and channel.offline_dirs == [os.path.abspath(d)]
     with pytest.raises(KafkaError) as e:       # an offline dir is never written again
-        with channel.guard(d, "writing y"):
+        with channel.guard(d, "writing", "y"):
             raise AssertionError("not reached")
     assert e.value.code == ErrorCode.KAFKA_STORAGE_ERROR
     with pytest.raises(ValueError):            # other errors pass through untouched
-        with channel.guard(str(tmp_path / "b"), "z"):
+        with channel.guard(str(tmp_path / "b"), "reading", "z"):
             raise ValueError("not I/O")
     assert not channel.is_offline(str(tmp_path / "b"))
 

@@ -108,14 +108,46 @@ def test_api_versions_error_is_read_in_the_v0_layout():
     assert resp.error_code == ErrorCode.UNSUPPORTED_VERSION and resp.api_keys[0].max_version == 2
 
 
+def _written(tickets) -> list[bytes]:
+    return [part for t in tickets for part in t.parts()]
+
+
 def test_server_hands_out_one_request_at_a_time_in_order():
     server = ServerConnection(1000)
     server.receive_data(framed([b"r1", b"r2"]))
-    assert server.next_request() == b"r1"
+    t1 = server.next_request()
+    assert t1 is not None and t1.frame == b"r1"
     assert server.next_request() is None          # r1 is still being handled
-    assert server.respond(b"a1") == [b"\x00\x00\x00\x02a1"]
-    assert server.next_request() == b"r2"
-    assert server.respond(None) == [] and server.next_request() is None
+    assert server.next_request(overlap_produce=True) is None   # neither is a Produce
+    assert _written(server.respond(t1, b"a1")) == [b"\x00\x00\x00\x02a1"]
+    t2 = server.next_request()
+    assert t2 is not None and t2.frame == b"r2"
+    assert server.respond(t2, None) == [t2] and _written([t2]) == [] and server.next_request() is None
+
+
+def _request(api_key: int, tag: bytes) -> bytes:
+    return struct.pack(">hhi", api_key, 8, 1) + tag
+
+
+def test_server_overlaps_produces_behind_parked_produces_and_answers_in_order():
+    produce, fetch = 0, 1
+    server = ServerConnection(1000)
+    server.receive_data(framed([_request(produce, b"p1"), _request(produce, b"p2"), _request(fetch, b"f3"),
+                                _request(produce, b"p4")]))
+    p1 = server.next_request()
+    assert p1 is not None and server.next_request() is None       # only when the caller allows it
+    p2 = server.next_request(overlap_produce=True)
+    assert p2 is not None and p2.frame.endswith(b"p2") and server.owed == 2
+    assert server.next_request(overlap_produce=True) is None       # a Fetch waits for both
+    assert server.respond(p2, b"a2") == []                         # p2's answer waits for p1's
+    assert server.respond(p1, b"a1") == [p1, p2]
+    assert _written([p1, p2]) == [b"\x00\x00\x00\x02a1", b"\x00\x00\x00\x02a2"]
+    f3 = server.next_request(overlap_produce=True)
+    assert f3 is not None and f3.frame.endswith(b"f3")
+    assert server.next_request(overlap_produce=True) is None       # no Produce overlaps a Fetch
+    assert server.respond(f3, b"a3") == [f3]
+    p4 = server.next_request()
+    assert p4 is not None and server.respond(p4, b"a4") == [p4] and server.owed == 0
 
 
 def test_server_answers_what_it_owes_before_closing_for_an_oversize_frame():
@@ -123,11 +155,13 @@ def test_server_answers_what_it_owes_before_closing_for_an_oversize_frame():
     server.receive_data(framed([b"r1", b"r2"]) + struct.pack(">i", 5000) + b"xx")
     assert server.close_reason is not None and "5000" in server.close_reason
     assert not server.should_close
-    assert server.next_request() == b"r1"
-    server.respond(b"a1")
-    assert server.next_request() == b"r2"
+    t1 = server.next_request()
+    assert t1 is not None and t1.frame == b"r1"
+    server.respond(t1, b"a1")
+    t2 = server.next_request()
+    assert t2 is not None and t2.frame == b"r2"
     assert not server.should_close                # r2's answer is still owed
-    server.respond(b"a2")
+    server.respond(t2, b"a2")
     assert server.should_close
     server.receive_data(framed([b"r3"]))          # nothing more is read after the close
     assert server.next_request() is None
@@ -136,7 +170,8 @@ def test_server_answers_what_it_owes_before_closing_for_an_oversize_frame():
 def test_server_close_now_drops_what_is_queued():
     server = ServerConnection(1000)
     server.receive_data(framed([b"r1", b"r2"]))
-    assert server.next_request() == b"r1"
+    t1 = server.next_request()
+    assert t1 is not None
     server.close_now("garbage")
-    server.respond(None)
+    server.respond(t1, None)
     assert server.should_close and server.next_request() is None
