@@ -296,11 +296,13 @@ def _encode_struct(src: _Source, d: int, ks: KafkaStruct, obj: str) -> None:
 
 
 def compile_encoder(ks: KafkaStruct, name: str) -> Encoder:
-    """A function ``(obj) -> bytes`` writing ``obj`` as ``ks`` (missing fields take defaults)."""
+    """A function ``(obj, head) -> bytes`` writing ``head`` then ``obj`` as ``ks`` (missing fields
+    take defaults), joined once: a response's header goes in front without another copy of a
+    fetch's records."""
     src = _Source()
     src.names["MISSING"] = object()
-    src.emit(0, "def encode(obj):")
-    src.emit(1, "out = []")
+    src.emit(0, "def encode(obj, head=b''):")
+    src.emit(1, "out = [head]")
     src.emit(1, "put = out.append")
     _encode_struct(src, 1, ks, "obj")
     src.emit(1, "return b''.join(out)")

@@ -190,9 +190,13 @@ class EncodedBody(bytes):
 def encode_response(api: ModuleType, version: int, correlation_id: int,
                     body: Mapping[str, Any] | EncodedBody) -> bytes:
     """Response header + body for ``api`` at ``version`` (no size prefix)."""
-    flexible_header = response_header_version(api.API_KEY, version) >= 1
-    encoded = body if isinstance(body, EncodedBody) else api.Response.encode(body, version)
-    return _CORRELATION.pack(correlation_id) + (b"\x00" if flexible_header else b"") + encoded
+    head = _CORRELATION.pack(correlation_id)
+    if response_header_version(api.API_KEY, version) >= 1:
+        head += b"\x00"   # no tagged fields
+    if isinstance(body, EncodedBody):
+        return head + body
+    framed: bytes = api.Response.encode(body, version, head)   # one copy of the body, header included
+    return framed
 
 
 def decode_response(api: ModuleType, version: int,

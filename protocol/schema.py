@@ -206,7 +206,7 @@ def record_class(names: tuple[str, ...]) -> type[Struct]:
 
 
 Decoder = Callable[[bytes, int], "tuple[Struct, int]"]   # (data, pos) -> (struct, end)
-Encoder = Callable[[Mapping[str, Any]], bytes]
+Encoder = Callable[[Mapping[str, Any], bytes], bytes]   # (body, head): head + the encoded body
 
 
 # ---------------------------------------------------------------------------
@@ -438,16 +438,17 @@ class Message:
         """A struct holding every field's default at ``version``."""
         return _Compiler(version, version in self.flexible).default_struct(self.fields)
 
-    def encode(self, obj: Mapping[str, Any], version: int) -> bytes:
-        """Encode ``obj`` (missing fields take their defaults) as ``version``."""
+    def encode(self, obj: Mapping[str, Any], version: int, head: bytes = b"") -> bytes:
+        """Encode ``obj`` (missing fields take their defaults) as ``version``, after ``head`` (a
+        header: joined with the body in one copy)."""
         try:
             encode = self.compiled(version)[1]
         except KafkaError as exc:
             raise EncodeError(str(exc)) from None
         try:
-            return encode(obj)
+            return encode(obj, head)
         except Exception:
-            return self.encode_declared(obj, version)   # not an input the compiled codec takes
+            return head + self.encode_declared(obj, version)   # not an input the compiled codec takes
 
     def encode_declared(self, obj: Mapping[str, Any], version: int) -> bytes:
         """``encode`` through the declared construct codec alone (the canonical answer)."""
