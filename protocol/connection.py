@@ -231,6 +231,10 @@ class ClientConnection(Generic[T]):
 PRODUCE_KEY = 0
 
 
+def _is_produce(frame: bytes) -> bool:
+    return len(frame) >= 2 and _I16.unpack_from(frame)[0] == PRODUCE_KEY
+
+
 class RequestTicket:
     """One request handed out by a ServerConnection: its frame, then its response once given;
     ``context`` is the caller's (the broker keeps the request's timings there)."""
@@ -239,7 +243,7 @@ class RequestTicket:
 
     def __init__(self, frame: bytes) -> None:
         self.frame = frame
-        self.produce = len(frame) >= 2 and _I16.unpack_from(frame)[0] == PRODUCE_KEY
+        self.produce = _is_produce(frame)
         self.answered = False
         self.response: bytes | None = None
         self.context: Any = None
@@ -285,15 +289,9 @@ class ServerConnection:
         queue = self._queue
         if not queue:
             return None
-        if self._owed:
-            if not overlap_produce or not all(t.produce for t in self._owed):
-                return None
-            ticket = RequestTicket(queue[0])
-            if not ticket.produce:
-                return None
-            queue.popleft()
-        else:
-            ticket = RequestTicket(queue.popleft())
+        if self._owed and not (overlap_produce and _is_produce(queue[0]) and all(t.produce for t in self._owed)):
+            return None
+        ticket = RequestTicket(queue.popleft())
         self._owed.append(ticket)
         return ticket
 

@@ -362,7 +362,7 @@ class Log(LogRetention, TransactionalLog):
         return self.log_start_offset <= offset <= self.log_end_offset
 
     def read(self, offset: int, max_bytes: int, max_offset: int | None = None,
-             min_one_batch: bool = True) -> bytes:
+             min_one_batch: bool = True) -> bytes | memoryview:
         """Whole batches from ``offset`` (see LogSegment.read); KafkaError(OFFSET_OUT_OF_RANGE)
         below the log start or beyond the LEO."""
         leo = self.log_end_offset

@@ -237,10 +237,12 @@ class LogSegment:
         return None
 
     def read(self, offset: int, max_bytes: int, max_offset: int | None = None,
-             min_one_batch: bool = True) -> bytes | None:
+             min_one_batch: bool = True) -> bytes | memoryview | None:
         """Whole batches from the one holding ``offset``, at most ``max_bytes`` (or the
         first batch alone when ``min_one_batch``), none with base offset ≥ ``max_offset``.
-        None if no batch of this segment reaches ``offset``."""
+        None if no batch of this segment reaches ``offset``. A read cut short of ``max_bytes``
+        (at the last whole batch) is a view of what was read: a fetch's megabyte is not copied
+        again to drop a partial batch's tail."""
         found = self.translate_offset(offset)
         if found is None:
             return None
@@ -258,7 +260,7 @@ class LogSegment:
             if cut + size > n or (max_offset is not None and base >= max_offset):
                 break
             cut += size
-        return data if cut == n else data[:cut]
+        return data if cut == n else memoryview(data)[:cut]
 
     def find_offset_by_timestamp(self, timestamp: int, start_offset: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record at/after ``start_offset`` whose timestamp

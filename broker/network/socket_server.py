@@ -6,13 +6,14 @@ mutes a channel while a request is in flight), and responses leave in request or
 request (long-poll fetch) holds the connection's queue. Better than Kafka: a Produce behind parked
 Produces (acks=all, waiting for the ISR) is handled at once, so a producer's requests in flight
 replicate together instead of one replication round trip after another; not while a client quota
-is on (its throttle mutes the connection between requests) or SASL is authenticating. A frame larger than ``socket.request.max.bytes`` closes the
-connection once the responses owed for the requests before it have been sent; a
-CloseConnection (garbage, an acks=0 failure) closes it at once. Either closes only
-that connection. The responses answered while handling one read (a pipelining client's many
-requests) go out as one ``writeSequence`` at its end (and before any close), in order. A connection over the
-``ConnectionQuotas`` limits is closed as soon as it is accepted; one with no request in
-progress and no bytes either way for ``connections.max.idle.ms`` is closed by its factory.
+is on (its throttle mutes the connection between requests) or SASL is authenticating. A frame
+larger than ``socket.request.max.bytes`` closes the connection once the responses owed for the
+requests before it have been sent; a CloseConnection (garbage, an acks=0 failure) closes it at
+once. Either closes only that connection. The responses answered while handling one read (a
+pipelining client's many requests) go out as one ``writeSequence`` at its end (and before any
+close), in order. A connection over the ``ConnectionQuotas`` limits is closed as soon as it is
+accepted; one with no request in progress and no bytes either way for ``connections.max.idle.ms``
+is closed by its factory.
 On a TLS listener the socket is TLS from its first byte (Twisted's TLS over pyOpenSSL); on a SASL
 listener every frame goes to the connection's ``SaslAuthenticator`` until it has authenticated
 (a failure closes the connection ``connection.failed.authentication.delay.ms`` after its error
