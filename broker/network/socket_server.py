@@ -174,6 +174,10 @@ class KafkaConnection(protocol.Protocol):
                     result = self.handler.handle(frame, self.listener, self.peer, self.principal,
                                                  self.token_authenticated, self.throttle)
             except CloseConnection as e:
+                if conn.owed > 1:   # behind parked Produces (an acks=0 failure): they are answered first
+                    conn.close_now(str(e))
+                    self._send(ticket, None)
+                    continue
                 self._close_now(str(e))
                 return
             except Exception:

@@ -270,3 +270,21 @@ def test_produces_behind_a_parked_produce_are_appended_at_once_and_answered_in_o
         assert body.responses[0].partition_responses[0].error_code == 0
     finally:
         b.close()
+
+
+def test_an_acks_zero_failure_behind_a_parked_produce_closes_after_its_answer(tmp_path):
+    from odradek.broker.apis import fetch as fetch_handler
+    from broker_fixtures import call
+    b = Broker(tmp_path)
+    try:
+        b.lead("r", replicas=[1, 2])
+        conn, tr = connect(b)
+        conn.dataReceived(frame(produce, 8, 1, produce_body("r", batch(2), acks=-1))
+                          + frame(produce, 8, 2, produce_body("nope", batch(1), acks=0))
+                          + frame(api_versions, 0, 3, {}))
+        assert tr.value() == b"" and not tr.disconnecting   # the first Produce's answer is owed
+        call(b, fetch_handler, 11, fetch_body("r", offset=2, replica_id=2))
+        [resp] = responses(tr)                               # as Kafka, handling one at a time, would
+        assert struct.unpack(">i", resp[:4])[0] == 1 and tr.disconnecting
+    finally:
+        b.close()
