@@ -51,6 +51,7 @@ from .request_handler import RequestHandler, is_deferred
 log = logging.getLogger(__name__)
 
 MAX_QUEUED_REQUESTS = 64  # beyond this many unhandled frames we stop reading the socket
+MAX_OVERLAPPED = 64       # Produces parked at once per connection; those behind wait in the queue
 
 
 class KafkaConnection(protocol.Protocol):
@@ -159,7 +160,7 @@ class KafkaConnection(protocol.Protocol):
     def _handle_queued(self) -> None:
         conn = self.conn
         while not self._closed and not self._muted and \
-                (ticket := conn.next_request(conn.owed > 0 and self._may_overlap())) is not None:
+                (ticket := conn.next_request(0 < conn.owed < MAX_OVERLAPPED and self._may_overlap())) is not None:
             frame = ticket.frame
             if self._tls_pending:
                 self._tls_principal()

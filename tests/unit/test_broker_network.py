@@ -288,3 +288,19 @@ def test_an_acks_zero_failure_behind_a_parked_produce_closes_after_its_answer(tm
         assert struct.unpack(">i", resp[:4])[0] == 1 and tr.disconnecting
     finally:
         b.close()
+
+
+def test_overlapping_produces_are_bounded_per_connection(tmp_path):
+    from odradek.broker.network.socket_server import MAX_OVERLAPPED, MAX_QUEUED_REQUESTS
+    b = Broker(tmp_path)
+    try:
+        b.lead("r", replicas=[1, 2])
+        conn, tr = connect(b)
+        n = MAX_OVERLAPPED + MAX_QUEUED_REQUESTS + 1
+        conn.dataReceived(b"".join(frame(produce, 8, cid, produce_body("r", batch(1), acks=-1)) for cid in range(n)))
+        # a client that never waits parks at most MAX_OVERLAPPED Produces; the rest stay queued,
+        # and past MAX_QUEUED_REQUESTS of them nothing more is read
+        assert b.log_manager.get_log(("r", 0)).log_end_offset == MAX_OVERLAPPED
+        assert conn.conn.owed == MAX_OVERLAPPED and tr.producerState == "paused"
+    finally:
+        b.close()
