@@ -154,6 +154,11 @@ class Producer:
         sender = self._sender
         if sender.sleeping and (new_batch or self._linger0):
             sender.wakeup()
+        if new_batch:
+            # the batch before is ready for the sender thread: let it have the GIL now. A thread
+            # waiting for it gets it from one that keeps running only after the switch interval
+            # (5 ms), and meanwhile an unthrottled producer's records pile up in buffer.memory.
+            time.sleep(0)
         if callback is not None:
             fut.add_callback(lambda md: callback(md, None))
             fut.add_errback(lambda exc: callback(None, exc))
