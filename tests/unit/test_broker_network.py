@@ -231,76 +231,72 @@ class _QuotasOn:
         return 0, False
 
 
+@pytest.fixture
+def replicated(tmp_path):
+    """A broker leading partition r-0 with follower 2 in its ISR: acks=all waits for that follower."""
+    b = Broker(tmp_path)
+    b.lead("r", replicas=[1, 2])
+    yield b
+    b.close()
+
+
+def follower_fetches(b, offset):
+    from odradek.broker.apis import fetch as fetch_handler
+    from broker_fixtures import call
+    call(b, fetch_handler, 11, fetch_body("r", offset=offset, replica_id=2))
+
+
 @pytest.mark.parametrize("quotas", [False, True])
-def test_produces_behind_a_parked_produce_are_appended_at_once_and_answered_in_order(tmp_path, quotas):
-    from odradek.broker.apis import fetch as fetch_handler
-    from broker_fixtures import call
-    b = Broker(tmp_path)
-    try:
-        b.lead("r", replicas=[1, 2])   # acks=all waits for follower 2
-        if quotas:
-            b.ctx.quotas = _QuotasOn()
-        log = b.log_manager.get_log(("r", 0))
-        conn, tr = connect(b)
-        conn.dataReceived(frame(produce, 8, 1, produce_body("r", batch(2), acks=-1))
-                          + frame(produce, 8, 2, produce_body("r", batch(2), acks=-1))
-                          + frame(api_versions, 0, 3, {})
-                          + frame(produce, 8, 4, produce_body("r", batch(2), acks=-1)))
-        assert tr.value() == b""
-        # without quotas the second Produce is appended while the first waits (a quota's throttle
-        # mutes the connection between requests: then one at a time, as in Kafka); never the one
-        # behind the ApiVersions
-        assert log.log_end_offset == (2 if quotas else 4)
-        fetched = 2 if quotas else 4
-        call(b, fetch_handler, 11, fetch_body("r", offset=fetched, replica_id=2))
-        if quotas:
-            assert [struct.unpack(">i", r[:4])[0] for r in responses(tr)] == [1]
-            assert log.log_end_offset == 4
-            call(b, fetch_handler, 11, fetch_body("r", offset=4, replica_id=2))
-        out = responses(tr)
-        assert [struct.unpack(">i", r[:4])[0] for r in out] == ([2, 3] if quotas else [1, 2, 3])
-        bases = [decode_response(produce, 8, r)[1].responses[0].partition_responses[0].base_offset
-                 for r in out if struct.unpack(">i", r[:4])[0] != 3]
-        assert bases == ([2] if quotas else [0, 2])
-        assert log.log_end_offset == 6                 # the last Produce, once the ApiVersions is answered
-        call(b, fetch_handler, 11, fetch_body("r", offset=6, replica_id=2))
-        [last] = responses(tr)
-        _, body = decode_response(produce, 8, last)
-        assert struct.unpack(">i", last[:4])[0] == 4 and body.responses[0].partition_responses[0].base_offset == 4
-        assert body.responses[0].partition_responses[0].error_code == 0
-    finally:
-        b.close()
+def test_produces_behind_a_parked_produce_are_appended_at_once_and_answered_in_order(replicated, quotas):
+    b = replicated
+    if quotas:
+        b.ctx.quotas = _QuotasOn()
+    log = b.log_manager.get_log(("r", 0))
+    conn, tr = connect(b)
+    conn.dataReceived(frame(produce, 8, 1, produce_body("r", batch(2), acks=-1))
+                      + frame(produce, 8, 2, produce_body("r", batch(2), acks=-1))
+                      + frame(api_versions, 0, 3, {})
+                      + frame(produce, 8, 4, produce_body("r", batch(2), acks=-1)))
+    assert tr.value() == b""
+    # without quotas the second Produce is appended while the first waits (a quota's throttle
+    # mutes the connection between requests: then one at a time, as in Kafka); never the one
+    # behind the ApiVersions
+    assert log.log_end_offset == (2 if quotas else 4)
+    follower_fetches(b, 2 if quotas else 4)
+    if quotas:
+        assert [struct.unpack(">i", r[:4])[0] for r in responses(tr)] == [1]
+        assert log.log_end_offset == 4
+        follower_fetches(b, 4)
+    out = responses(tr)
+    assert [struct.unpack(">i", r[:4])[0] for r in out] == ([2, 3] if quotas else [1, 2, 3])
+    bases = [decode_response(produce, 8, r)[1].responses[0].partition_responses[0].base_offset
+             for r in out if struct.unpack(">i", r[:4])[0] != 3]
+    assert bases == ([2] if quotas else [0, 2])
+    assert log.log_end_offset == 6                 # the last Produce, once the ApiVersions is answered
+    follower_fetches(b, 6)
+    [last] = responses(tr)
+    _, body = decode_response(produce, 8, last)
+    assert struct.unpack(">i", last[:4])[0] == 4 and body.responses[0].partition_responses[0].base_offset == 4
+    assert body.responses[0].partition_responses[0].error_code == 0
 
 
-def test_an_acks_zero_failure_behind_a_parked_produce_closes_after_its_answer(tmp_path):
-    from odradek.broker.apis import fetch as fetch_handler
-    from broker_fixtures import call
-    b = Broker(tmp_path)
-    try:
-        b.lead("r", replicas=[1, 2])
-        conn, tr = connect(b)
-        conn.dataReceived(frame(produce, 8, 1, produce_body("r", batch(2), acks=-1))
-                          + frame(produce, 8, 2, produce_body("nope", batch(1), acks=0))
-                          + frame(api_versions, 0, 3, {}))
-        assert tr.value() == b"" and not tr.disconnecting   # the first Produce's answer is owed
-        call(b, fetch_handler, 11, fetch_body("r", offset=2, replica_id=2))
-        [resp] = responses(tr)                               # as Kafka, handling one at a time, would
-        assert struct.unpack(">i", resp[:4])[0] == 1 and tr.disconnecting
-    finally:
-        b.close()
+def test_an_acks_zero_failure_behind_a_parked_produce_closes_after_its_answer(replicated):
+    conn, tr = connect(replicated)
+    conn.dataReceived(frame(produce, 8, 1, produce_body("r", batch(2), acks=-1))
+                      + frame(produce, 8, 2, produce_body("nope", batch(1), acks=0))
+                      + frame(api_versions, 0, 3, {}))
+    assert tr.value() == b"" and not tr.disconnecting   # the first Produce's answer is owed
+    follower_fetches(replicated, 2)
+    [resp] = responses(tr)                               # as Kafka, handling one at a time, would
+    assert struct.unpack(">i", resp[:4])[0] == 1 and tr.disconnecting
 
 
-def test_overlapping_produces_are_bounded_per_connection(tmp_path):
+def test_overlapping_produces_are_bounded_per_connection(replicated):
     from odradek.broker.network.socket_server import MAX_OVERLAPPED, MAX_QUEUED_REQUESTS
-    b = Broker(tmp_path)
-    try:
-        b.lead("r", replicas=[1, 2])
-        conn, tr = connect(b)
-        n = MAX_OVERLAPPED + MAX_QUEUED_REQUESTS + 1
-        conn.dataReceived(b"".join(frame(produce, 8, cid, produce_body("r", batch(1), acks=-1)) for cid in range(n)))
-        # a client that never waits parks at most MAX_OVERLAPPED Produces; the rest stay queued,
-        # and past MAX_QUEUED_REQUESTS of them nothing more is read
-        assert b.log_manager.get_log(("r", 0)).log_end_offset == MAX_OVERLAPPED
-        assert conn.conn.owed == MAX_OVERLAPPED and tr.producerState == "paused"
-    finally:
-        b.close()
+    conn, tr = connect(replicated)
+    n = MAX_OVERLAPPED + MAX_QUEUED_REQUESTS + 1
+    conn.dataReceived(b"".join(frame(produce, 8, cid, produce_body("r", batch(1), acks=-1)) for cid in range(n)))
+    # a client that never waits parks at most MAX_OVERLAPPED Produces; the rest stay queued,
+    # and past MAX_QUEUED_REQUESTS of them nothing more is read
+    assert replicated.log_manager.get_log(("r", 0)).log_end_offset == MAX_OVERLAPPED
+    assert conn.conn.owed == MAX_OVERLAPPED and tr.producerState == "paused"
