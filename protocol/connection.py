@@ -289,7 +289,9 @@ class ServerConnection:
         queue = self._queue
         if not queue:
             return None
-        if self._owed and not (overlap_produce and _is_produce(queue[0]) and all(t.produce for t in self._owed)):
+        # what is owed is either Produces only or a single request of another kind (nothing is
+        # handed out behind one), so the first owed tells which
+        if self._owed and not (overlap_produce and self._owed[0].produce and _is_produce(queue[0])):
             return None
         ticket = RequestTicket(queue.popleft())
         self._owed.append(ticket)
