@@ -10,8 +10,9 @@ unusual types (a ``str`` subclass, a bytes-like string, a set for an array). ``M
 compiled codec can only ever be faster, never different; property tests over every message and
 version hold them to that (``tests/unit/test_compiled_codecs.py``).
 
-The generated code reads with ``struct.unpack_from`` at a position in one ``bytes`` object (runs of
-fixed-width fields in one call), and writes a list of chunks joined once.
+The generated code reads with a ``struct.Struct``'s ``unpack_from`` at a position in one ``bytes``
+object (runs of fixed-width fields in one call, each format compiled once), and writes a list of
+chunks joined once.
 """
 from __future__ import annotations
 
@@ -65,6 +66,7 @@ class _Source:
             "pack": struct.pack, "SMALL": _SMALL, "encode_uvarint": encode_uvarint, "UUID": uuid.UUID,
         }
         self._count = 0
+        self._bound_names: dict[tuple[str, str], str] = {}
 
     def var(self, prefix: str = "v") -> str:
         self._count += 1
@@ -73,6 +75,22 @@ class _Source:
     def const(self, value: Any) -> str:
         name = self.var("k")
         self.names[name] = value
+        return name
+
+    def packer(self, fmt: str) -> str:
+        """The name of ``struct.Struct(fmt).pack``, bound once (``struct.pack(fmt, ...)`` looks the
+        format up in struct's cache at every call)."""
+        return self._bound("pack", fmt)
+
+    def unpacker(self, fmt: str) -> str:
+        """The name of ``struct.Struct(fmt).unpack_from``, bound once."""
+        return self._bound("unpack_from", fmt)
+
+    def _bound(self, method: str, fmt: str) -> str:
+        key = (method, fmt)
+        name = self._bound_names.get(key)
+        if name is None:
+            name = self._bound_names[key] = self.const(getattr(struct.Struct(fmt), method))
         return name
 
     def emit(self, depth: int, line: str) -> None:
@@ -105,7 +123,7 @@ def _decode_length(src: _Source, d: int, n: str, compact: bool, wide: bool) -> N
         src.emit(d + 1, f"{n}, pos = uvarint(data, pos)")
         src.emit(d, f"{n} -= 1")
     else:
-        src.emit(d, f"{n}, = unpack_from({'>i' if wide else '>h'!r}, data, pos)")
+        src.emit(d, f"{n}, = {src.unpacker('>i' if wide else '>h')}(data, pos)")
         src.emit(d, f"pos += {4 if wide else 2}")
 
 
@@ -125,7 +143,7 @@ def _decode_value(src: _Source, d: int, con: Any, out: str) -> None:
     """Code at depth ``d`` that reads one value of ``con`` at ``pos`` into variable ``out``."""
     char = _fixed_char(con)
     if char is not None:
-        src.emit(d, f"{out}, = unpack_from('>{char}', data, pos)")
+        src.emit(d, f"{out}, = {src.unpacker('>' + char)}(data, pos)")
         src.emit(d, f"pos += {struct.calcsize('>' + char)}")
     elif isinstance(con, Uuid):
         end = src.var("e")
@@ -185,7 +203,7 @@ def _decode_struct(src: _Source, d: int, ks: KafkaStruct, out: str) -> None:
         if fmt is None:
             _decode_value(src, d, slots[0].con, targets[0])
         else:
-            src.emit(d, f"{', '.join(targets)}, = unpack_from({fmt!r}, data, pos)")
+            src.emit(d, f"{', '.join(targets)}, = {src.unpacker(fmt)}(data, pos)")
             src.emit(d, f"pos += {struct.calcsize(fmt)}")
         names += [slot.name for slot in slots]
         values += targets
@@ -218,7 +236,7 @@ def _encode_length(src: _Source, d: int, n: str, compact: bool, wide: bool) -> N
     if compact:
         src.emit(d, f"put(SMALL[{n} + 1] if {n} < 127 else encode_uvarint({n} + 1))")
     else:
-        src.emit(d, f"put(pack({'>i' if wide else '>h'!r}, {n}))")
+        src.emit(d, f"put({src.packer('>i' if wide else '>h')}({n}))")
 
 
 def _encode_null(src: _Source, d: int, value: str, con: Any) -> None:
@@ -236,7 +254,7 @@ def _encode_value(src: _Source, d: int, con: Any, value: str) -> None:
     """Code at depth ``d`` that writes ``value`` as ``con``."""
     char = _fixed_char(con)
     if char is not None:
-        src.emit(d, f"put(pack('>{char}', {value}))")
+        src.emit(d, f"put({src.packer('>' + char)}({value}))")
     elif isinstance(con, Uuid):
         src.emit(d, f"if type({value}) is not UUID:")
         src.emit(d + 1, "raise Declined")
@@ -285,7 +303,7 @@ def _encode_struct(src: _Source, d: int, ks: KafkaStruct, obj: str) -> None:
         if fmt is None:
             _encode_value(src, d, slots[0].con, values[0])
         else:
-            src.emit(d, f"put(pack({fmt!r}, {', '.join(values)}))")
+            src.emit(d, f"put({src.packer(fmt)}({', '.join(values)}))")
     if ks.flexible:   # no tagged field written: a value other than its default declines
         for slot in ks.tagged:
             value = src.var()
