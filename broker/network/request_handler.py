@@ -26,6 +26,7 @@ from twisted.python.failure import Failure
 
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.header import RequestHeader, decode_request_header, encode_response
+from odradek.protocol.produce_one import OnePartitionProduce, read_one_partition
 from odradek.protocol.schema import EncodeError
 
 from .. import apis
@@ -34,6 +35,7 @@ from ..apis.context import BrokerContext, CloseConnection, RequestContext
 
 log = logging.getLogger(__name__)
 
+PRODUCE_KEY = 0
 API_VERSIONS_KEY = 18
 # Metadata: bytes after a request's last field are ignored, as Kafka's parser does (it never checks
 # for them). librdkafka writes the null topic array of an all-topics Metadata v9+ request as a
@@ -72,6 +74,12 @@ class RequestHandler:
                 return encode_response(api, 0, header.correlation_id,
                                        api_versions.response(ErrorCode.UNSUPPORTED_VERSION))
             raise CloseConnection(f"unsupported version {version} of {api.NAME} (supported {lo}-{hi})")
+        quotas = self.ctx.quotas
+        timed = throttle is not None and quotas is not None and quotas.active
+        if header.api_key == PRODUCE_KEY and not timed and self.ctx.authorizer is None:
+            one = read_one_partition(frame, offset, version)
+            if one is not None:
+                return self._produce_one(frame, offset, header, module, one)
         try:
             req = api.Request.decode(frame, version, offset,   # the frame itself: no copy of the body
                                      allow_trailing=header.api_key in TRAILING_BYTES_IGNORED)
@@ -79,8 +87,6 @@ class RequestHandler:
             raise CloseConnection(f"undecodable {api.NAME} v{version} request ({e.message or e})") from None
         rc = RequestContext(header.api_key, version, header.correlation_id, header.client_id, listener, peer,
                             principal, token_authenticated)
-        quotas = self.ctx.quotas
-        timed = throttle is not None and quotas is not None and quotas.active
         started = time.perf_counter() if timed else 0.0
         try:
             result = module.handle(self.ctx, rc, req)
@@ -99,6 +105,25 @@ class RequestHandler:
             result.addErrback(self._deferred_error, module, req, header)
             result.addCallback(self._encode, module, header)
             return result
+        return self._encode(result, module, header)
+
+    def _produce_one(self, frame: bytes, offset: int, header: RequestHeader, module: ModuleType,
+                     one: OnePartitionProduce) -> bytes | None | defer.Deferred:
+        """The common Produce (``produce.handle_one``), taken only where nothing sees the decoded
+        request (no authorizer, no client quota); an error is answered as ``handle`` answers it."""
+        def error_body(exc: BaseException, failure: Failure | None = None) -> dict | None:
+            req = module.API.Request.decode(frame, header.api_version, offset)
+            return self._error_body(module, req, header, exc, failure)
+
+        try:
+            result = module.handle_one(self.ctx, header.api_version, one)
+        except CloseConnection:
+            raise
+        except Exception as e:
+            result = error_body(e)
+        if type(result) is defer.Deferred:
+            result.addErrback(lambda f: f if f.check(CloseConnection) else error_body(f.value, f))
+            return result.addCallback(self._encode, module, header)
         return self._encode(result, module, header)
 
     def produce_may_overlap(self) -> bool:

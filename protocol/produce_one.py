@@ -1,0 +1,128 @@
+"""The common Produce request, read straight from its frame (one topic, one partition, no
+transactional id, version 3-9), and its answer when it carries no message.
+
+Invariant: ``read_one_partition`` returns exactly the fields the declared ProduceRequest codec
+decodes from the same bytes, or None for every other frame (another shape, a transactional id,
+unknown tagged fields, a malformed or over-long body); it never raises and reads nothing past the
+frame. The broker answers None by decoding the frame the general way, so a decline costs a
+microsecond and changes no answer. ``encode_one_response`` writes exactly the bytes the declared
+ProduceResponse codec writes for one topic of one partition without record errors or an error
+message, and a throttle of 0 (``tests/unit/test_produce_one.py`` holds both to the declared codec).
+"""
+from __future__ import annotations
+
+import struct
+from typing import NamedTuple
+
+from .primitives import encode_uvarint
+
+FIRST_VERSION = 3     # v0-2 may carry magic 0/1 message sets: the general path takes them
+FLEXIBLE_FROM = 9
+
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_NULL_ID_ACKS_TIMEOUT_COUNT = struct.Struct(">hhii")   # v3-8: transactional_id (null), acks, timeout, topics
+_ACKS_TIMEOUT = struct.Struct(">hi")
+_COUNT_INDEX_SIZE = struct.Struct(">iii")              # v3-8: partitions, index, records' size
+_COUNT_NAME_SIZE = struct.Struct(">ih")                # v3-8: topics (1), the name's size
+# after the topic's name: partitions (1), index, error code, base offset, log append time,
+# [log start offset (v5+), record errors (0) and error message (null) (v8+), tagged fields (v9)],
+# throttle time (0) [, tagged fields (v9)]
+_PARTITION_ANSWER = {3: struct.Struct(">iihqqi"), 4: struct.Struct(">iihqqi"), 5: struct.Struct(">iihqqqi"),
+                     6: struct.Struct(">iihqqqi"), 7: struct.Struct(">iihqqqi"), 8: struct.Struct(">iihqqqihi"),
+                     9: struct.Struct(">bihqqqbbbbib")}
+_PARTITION_ANSWER_TAIL = {3: (0,), 4: (0,), 5: (0,), 6: (0,), 7: (0,), 8: (0, -1, 0), 9: (1, 0, 0, 0, 0, 0)}
+
+
+class OnePartitionProduce(NamedTuple):
+    acks: int
+    timeout_ms: int
+    topic: str
+    partition: int
+    records: bytes
+
+
+def read_one_partition(frame: bytes, offset: int, version: int) -> OnePartitionProduce | None:
+    """The request at ``frame[offset:]`` if it has the one-partition shape, else None."""
+    if type(frame) is not bytes or not FIRST_VERSION <= version <= FLEXIBLE_FROM:
+        return None
+    try:
+        if version < FLEXIBLE_FROM:
+            return _classic(frame, offset)
+        return _flexible(frame, offset)
+    except (struct.error, IndexError, UnicodeDecodeError):
+        return None
+
+
+def _classic(frame: bytes, pos: int) -> OnePartitionProduce | None:
+    null_id, acks, timeout_ms, topics = _NULL_ID_ACKS_TIMEOUT_COUNT.unpack_from(frame, pos)
+    if null_id != -1 or topics != 1:
+        return None
+    pos += 12
+    (name_size,) = _I16.unpack_from(frame, pos)
+    pos += 2
+    end = pos + name_size
+    if name_size < 0 or end > len(frame):
+        return None
+    topic = frame[pos:end].decode("utf-8")
+    partitions, index, size = _COUNT_INDEX_SIZE.unpack_from(frame, end)
+    pos = end + 12
+    if partitions != 1 or size < 0 or pos + size != len(frame):
+        return None
+    return OnePartitionProduce(acks, timeout_ms, topic, index, frame[pos:])
+
+
+def _flexible(frame: bytes, pos: int) -> OnePartitionProduce | None:
+    # compact lengths are uvarints of length + 1; a one-byte uvarint is below 0x80
+    if frame[pos] != 0:                          # transactional_id: null
+        return None
+    acks, timeout_ms = _ACKS_TIMEOUT.unpack_from(frame, pos + 1)
+    pos += 7
+    if frame[pos] != 2:                          # one topic
+        return None
+    name_size = frame[pos + 1] - 1
+    pos += 2
+    end = pos + name_size
+    if name_size < 0 or name_size >= 0x7F or end > len(frame):
+        return None
+    topic = frame[pos:end].decode("utf-8")
+    if frame[end] != 2:                          # one partition
+        return None
+    (index,) = _I32.unpack_from(frame, end + 1)
+    size, pos = _uvarint(frame, end + 5)
+    size -= 1
+    end = pos + size
+    # the records, then three empty tagged-field sections: the partition's, the topic's, the request's
+    if size < 0 or end + 3 != len(frame) or frame[end:] != b"\x00\x00\x00":
+        return None
+    return OnePartitionProduce(acks, timeout_ms, topic, index, frame[pos:end])
+
+
+def _uvarint(frame: bytes, pos: int) -> tuple[int, int]:
+    """An unsigned varint of at most 5 bytes at ``pos`` -> (value, next position)."""
+    value = 0
+    for shift in (0, 7, 14, 21, 28):
+        byte = frame[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, pos
+    raise IndexError("varint too long")
+
+
+def encode_one_response(version: int, topic: str, index: int, error_code: int, base_offset: int,
+                        log_append_time_ms: int, log_start_offset: int) -> bytes:
+    """The ProduceResponse body of one partition (version 3-9), as the declared codec encodes it."""
+    name = topic.encode("utf-8")
+    if version < FLEXIBLE_FROM:
+        head, partitions = _COUNT_NAME_SIZE.pack(1, len(name)), 1
+    else:
+        head, partitions = b"\x02" + encode_uvarint(len(name) + 1), 2
+    answer = _PARTITION_ANSWER[version]
+    if version < 5:
+        tail = answer.pack(partitions, index, error_code, base_offset, log_append_time_ms,
+                           *_PARTITION_ANSWER_TAIL[version])
+    else:
+        tail = answer.pack(partitions, index, error_code, base_offset, log_append_time_ms, log_start_offset,
+                           *_PARTITION_ANSWER_TAIL[version])
+    return head + name + tail
