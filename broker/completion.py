@@ -26,8 +26,8 @@ class Completion(Generic[T]):
 
     @classmethod
     def completed(cls, value: T) -> "Completion[T]":
-        c: Completion[T] = cls()
-        c.complete(value)
+        c: Completion[T] = cls.__new__(cls)   # complete from the start: nothing to call back
+        c._done, c._value, c._callbacks = True, value, []
         return c
 
     @classmethod

@@ -255,16 +255,19 @@ class Log(LogRetention, TransactionalLog):
         config = self.config
         buf = bytearray(records)
         now = self._now_ms()
-        log_append_time = config.log_append_time
         cached = self._leader_checks
         if cached[0] is not config:   # one LeaderChecks per config object, not per append
             cached = self._leader_checks = (config, LeaderChecks.of(config))
+        checks = cached[1]
+        log_append_time = checks.log_append_time
         if len(buf) > MAGIC_OFFSET and buf[MAGIC_OFFSET] < rb.MAGIC and origin == ORIGIN_CLIENT:
-            buf = up_convert(buf, cached[1], config["compression.type"], self._name)   # Produce v0-2
-        batches = validate_leader(buf, cached[1], now, origin == ORIGIN_CLIENT, self._name)
+            buf = up_convert(buf, checks, config["compression.type"], self._name)   # Produce v0-2
+        batches = validate_leader(buf, checks, now, origin == ORIGIN_CLIENT, self._name)
         state = self.producer_state
         markers: dict[int, tuple[bool, int]] = {}
         for pos, h in batches:
+            if h.producer_id < 0:
+                continue   # no producer: nothing to check (a control batch without one was refused)
             if h.is_control:
                 if origin != ORIGIN_COORDINATOR:
                     raise KafkaError(ErrorCode.INVALID_RECORD, "clients may not write control batches")
@@ -277,20 +280,23 @@ class Log(LogRetention, TransactionalLog):
                                          self.log_start_offset)
         first = offset = self.log_end_offset
         infos = []
-        final = []
-        set_base, set_epoch, set_lat = rb.set_base_offset, rb.set_partition_leader_epoch, rb.set_log_append_time
+        final = []   # the batches with a producer, as appended (offsets and epoch stamped)
+        stamp, set_lat = rb.stamp_offset_and_epoch, rb.set_log_append_time
         for pos, h in batches:
-            set_base(buf, pos, offset)
-            set_epoch(buf, pos, leader_epoch)
-            max_ts, size = h.max_timestamp, h.size
+            stamp(buf, pos, offset, leader_epoch)
+            max_ts, size = h.max_timestamp, rb.LOG_OVERHEAD + h.batch_length   # h.size, without its property
             if log_append_time:
                 set_lat(buf, pos, size, now)
                 max_ts = now
-            final.append((pos, rb.parse_header(buf, pos)))
+            if h.producer_id >= 0:
+                final.append((pos, rb.parse_header(buf, pos)))
             offset += h.last_offset_delta + 1
             infos.append((pos, offset - 1, max_ts, size))
         self._append(buf, infos, first, now)
-        self._apply_appended(final, buf, markers)
+        if final:
+            self._apply_appended(final, buf, markers)
+        if offset > state.map_end_offset:   # what _apply_appended does for a batch without a producer
+            state.map_end_offset = offset
         if leader_epoch >= 0 and leader_epoch > self.leader_epoch_cache.latest_epoch:
             self.leader_epoch_cache.assign(leader_epoch, first)
         return LogAppendInfo(first, offset - 1, now if log_append_time else -1, self.log_start_offset)

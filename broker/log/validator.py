@@ -76,6 +76,9 @@ class LeaderChecks(NamedTuple):
                    config["message.timestamp.difference.max.ms"], config.log_append_time)
 
 
+_TRANSACTIONAL_OR_CONTROL = rb.TRANSACTIONAL_MASK | rb.CONTROL_MASK
+
+
 def _invalid(message: str) -> KafkaError:
     return KafkaError(ErrorCode.INVALID_RECORD, message)
 
@@ -89,13 +92,19 @@ def validate_leader(buf: bytes | bytearray, checks: LeaderChecks, now_ms: int, f
         raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "empty records")
     if from_client and len(buf) > MAGIC_OFFSET and buf[MAGIC_OFFSET] > rb.MAGIC:
         raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"Invalid magic found in record: {buf[MAGIC_OFFSET]}")
-    batches = _headers(buf, checks.max_message_bytes)
-    if from_client and len(batches) != 1:
-        raise _invalid("a produce request carries exactly one batch per partition")
+    if from_client:   # one batch filling the records is the rule; anything else is checked batch by batch
+        h = _header(buf, 0, checks.max_message_bytes)
+        batches = [(0, h)] if rb.LOG_OVERHEAD + h.batch_length == len(buf) else _headers(buf, checks.max_message_bytes)
+        if len(batches) != 1:
+            raise _invalid("a produce request carries exactly one batch per partition")
+    else:
+        batches = _headers(buf, checks.max_message_bytes)
     decompressed_limit = DECOMPRESSION_RATIO_LIMIT * checks.max_message_bytes
     for pos, h in batches:
         if from_client:
-            _check_client_header(h, partition)
+            if (h.producer_id >= 0 or h.attributes & _TRANSACTIONAL_OR_CONTROL or h.base_offset != 0
+                    or h.records_count <= 0 or h.records_count != h.last_offset_delta + 1):
+                _check_client_header(h, partition)   # the common batch passes without the call
         else:
             _check_producer_fields(h, False, partition)
             if h.records_count != h.last_offset_delta + 1:

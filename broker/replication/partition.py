@@ -97,17 +97,25 @@ class Partition:
         self.on_truncate: Callable[[tuple[str, int], int], None] | None = None
         # where an I/O error on this replica's log dir is reported (None: errors pass through)
         self.failure_channel: LogDirFailureChannel | None = None
+        self._guards: dict[str, tuple[Any, LogDirFailureChannel, str, ContextManager[None]]] = {}   # io_guard's
 
     @property
     def tp(self) -> tuple[str, int]:
         return (self.topic, self.partition)
 
     def io_guard(self, what: str, log_: Any = None) -> ContextManager[None]:
-        """Guard a log write: an OSError marks the log dir offline -> KAFKA_STORAGE_ERROR."""
+        """Guard a log write: an OSError marks the log dir offline -> KAFKA_STORAGE_ERROR. A guard
+        holds nothing between uses, so one per (what, log) is kept (it is on every produce's path)."""
         log_ = log_ if log_ is not None else self.log
-        if self.failure_channel is None or log_ is None:
+        channel = self.failure_channel
+        if channel is None or log_ is None:
             return contextlib.nullcontext()
-        return self.failure_channel.guard(log_dir_of(log_.dir), what, self.name)
+        kept = self._guards.get(what)
+        if kept is not None and kept[0] is log_ and kept[1] is channel and kept[2] == log_.dir:
+            return kept[3]
+        guard = channel.guard(log_dir_of(log_.dir), what, self.name)
+        self._guards[what] = (log_, channel, log_.dir, guard)
+        return guard
 
     @property
     def high_watermark(self) -> int:
