@@ -5,6 +5,8 @@
      exactly what broker/log/validator.py's pure-Python _scan_py accepts
      (tests/unit/test_batch_validation.py runs both on the same batches), and allocates nothing
      unless asked to collect.
+   - check_client_batch() checks the one batch of a producer's common Produce as a whole, its header
+     as broker/log/validator.py checks it and its records with scan()'s walk, or declines.
    - decode() turns it into records for every reader of batches (the consumers, the broker's
      loading of __consumer_offsets and __transaction_state, the cleaner). It returns exactly what
      protocol/records.py's pure-Python _decode_py returns, or None for anything else: a section
@@ -66,6 +68,74 @@ static int append_int(PyObject *list, int64_t v) {
     return r;
 }
 
+/* The walk of scan() over data[c.p:c.end]: 0, or -1 with ValueError set naming the record (or
+   an error of the lists' appends). With null_keys/timestamps not NULL, it appends to them. */
+static int walk(cursor c, Py_ssize_t count, long long last_delta, int strict, long long base_ts,
+                PyObject *null_keys, PyObject *timestamps) {
+    int64_t previous = -1;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        int64_t length, ts_delta, delta, klen, vlen, nheaders, hk, hv;
+        if (c.p >= c.end) {
+            invalid("incorrect declared batch size, premature EOF reached at record %zd", i);
+            return -1;
+        }
+        if (read_varint(&c, 5, 0, &length) != 0 || length < 6 || length > c.end - c.p) {
+            invalid("invalid record size at record %zd", i);
+            return -1;
+        }
+        cursor r = {c.p, c.p + length};
+        r.p++; /* attributes: unused in v2 */
+        if (read_varint(&r, 10, 0, &ts_delta) != 0 || read_varint(&r, 5, 0, &delta) != 0) {
+            invalid("record %zd's fields do not fill its size", i);
+            return -1;
+        }
+        if (strict ? delta != i : (delta <= previous || delta > last_delta)) {
+            invalid("record %zd has an offset delta out of order", i);
+            return -1;
+        }
+        previous = delta;
+        if (read_varint(&r, 5, 0, &klen) != 0 || klen < -1 || (klen > 0 && klen > r.end - r.p)) {
+            invalid("invalid key length at record %zd", i);
+            return -1;
+        }
+        if (klen > 0) r.p += klen;
+        if (read_varint(&r, 5, 0, &vlen) != 0 || vlen < -1 || (vlen > 0 && vlen > r.end - r.p)) {
+            invalid("invalid value length at record %zd", i);
+            return -1;
+        }
+        if (vlen > 0) r.p += vlen;
+        if (read_varint(&r, 5, 0, &nheaders) != 0 || nheaders < 0) {
+            invalid("invalid number of record headers at record %zd", i);
+            return -1;
+        }
+        for (int64_t h = 0; h < nheaders; h++) {
+            if (read_varint(&r, 5, 0, &hk) != 0 || hk < 0 || hk > r.end - r.p) {
+                invalid("invalid header key size at record %zd", i);
+                return -1;
+            }
+            r.p += hk;
+            if (read_varint(&r, 5, 0, &hv) != 0 || hv < -1 || (hv > 0 && hv > r.end - r.p)) {
+                invalid("invalid header value length at record %zd", i);
+                return -1;
+            }
+            if (hv > 0) r.p += hv;
+        }
+        if (r.p != r.end) {
+            invalid("record %zd's fields do not fill its size", i);
+            return -1;
+        }
+        if (null_keys != NULL && ((klen < 0 && append_int(null_keys, i) != 0)
+                                  || append_int(timestamps, (int64_t)((uint64_t)base_ts + (uint64_t)ts_delta)) != 0))
+            return -1;
+        c.p = r.end;
+    }
+    if (c.p != c.end) {
+        invalid("incorrect declared batch size, records still remaining after record %zd", count);
+        return -1;
+    }
+    return 0;
+}
+
 /* scan(data, start, end, count, last_delta, strict, base_timestamp, collect)
    -> None, or with collect a tuple (indexes of records without a key, every record's timestamp).
    Raises ValueError with a message naming the record for anything malformed. */
@@ -86,66 +156,8 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         goto done;
     const unsigned char *base = (const unsigned char *)view.buf;
     cursor c = {base + start, base + end};
-    int64_t previous = -1;
-    for (Py_ssize_t i = 0; i < count; i++) {
-        int64_t length, ts_delta, delta, klen, vlen, nheaders, hk, hv;
-        if (c.p >= c.end) {
-            invalid("incorrect declared batch size, premature EOF reached at record %zd", i);
-            goto done;
-        }
-        if (read_varint(&c, 5, 0, &length) != 0 || length < 6 || length > c.end - c.p) {
-            invalid("invalid record size at record %zd", i);
-            goto done;
-        }
-        cursor r = {c.p, c.p + length};
-        r.p++; /* attributes: unused in v2 */
-        if (read_varint(&r, 10, 0, &ts_delta) != 0 || read_varint(&r, 5, 0, &delta) != 0) {
-            invalid("record %zd's fields do not fill its size", i);
-            goto done;
-        }
-        if (strict ? delta != i : (delta <= previous || delta > last_delta)) {
-            invalid("record %zd has an offset delta out of order", i);
-            goto done;
-        }
-        previous = delta;
-        if (read_varint(&r, 5, 0, &klen) != 0 || klen < -1 || (klen > 0 && klen > r.end - r.p)) {
-            invalid("invalid key length at record %zd", i);
-            goto done;
-        }
-        if (klen > 0) r.p += klen;
-        if (read_varint(&r, 5, 0, &vlen) != 0 || vlen < -1 || (vlen > 0 && vlen > r.end - r.p)) {
-            invalid("invalid value length at record %zd", i);
-            goto done;
-        }
-        if (vlen > 0) r.p += vlen;
-        if (read_varint(&r, 5, 0, &nheaders) != 0 || nheaders < 0) {
-            invalid("invalid number of record headers at record %zd", i);
-            goto done;
-        }
-        for (int64_t h = 0; h < nheaders; h++) {
-            if (read_varint(&r, 5, 0, &hk) != 0 || hk < 0 || hk > r.end - r.p) {
-                invalid("invalid header key size at record %zd", i);
-                goto done;
-            }
-            r.p += hk;
-            if (read_varint(&r, 5, 0, &hv) != 0 || hv < -1 || (hv > 0 && hv > r.end - r.p)) {
-                invalid("invalid header value length at record %zd", i);
-                goto done;
-            }
-            if (hv > 0) r.p += hv;
-        }
-        if (r.p != r.end) {
-            invalid("record %zd's fields do not fill its size", i);
-            goto done;
-        }
-        if (collect && ((klen < 0 && append_int(null_keys, i) != 0) || append_int(timestamps, (int64_t)((uint64_t)base_ts + (uint64_t)ts_delta)) != 0))
-            goto done;
-        c.p = r.end;
-    }
-    if (c.p != c.end) {
-        invalid("incorrect declared batch size, records still remaining after record %zd", count);
+    if (walk(c, count, last_delta, strict, base_ts, null_keys, timestamps) != 0)
         goto done;
-    }
     if (collect)
         result = PyTuple_Pack(2, null_keys, timestamps);
     else {
@@ -157,6 +169,56 @@ done:
     Py_XDECREF(timestamps);
     PyBuffer_Release(&view);
     return result;
+}
+
+static int64_t be(const unsigned char *p, int n) {
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++) v = (v << 8) | p[i];
+    if (n < 8 && (v >> (8 * n - 1)) & 1) v |= ~(uint64_t)0 << (8 * n);   /* sign-extend */
+    return (int64_t)v;
+}
+
+/* check_client_batch(data, max_size) -> the 13 header fields of the one batch filling data, or
+   None. The fields come back only for the common batch a producer sends, checked as
+   broker/log/validator.py's validate_leader checks it (all but the CRC, which the caller checks):
+   magic 2, a length filling data exactly and at most max_size, base offset 0, records count equal
+   to lastOffsetDelta + 1 and above 0, no compression, CreateTime, no control bit, a producer id
+   with its epoch and sequence set (or none, and no transactional bit), and records that the strict
+   walk of scan() accepts. Anything else (an error, or a batch the Python checks must look at
+   closer) is None, and the caller checks it the general way, which answers it. */
+static PyObject *check_client_batch(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t max_size;
+    if (!PyArg_ParseTuple(args, "y*n", &view, &max_size))
+        return NULL;
+    PyObject *result = NULL;
+    const unsigned char *b = (const unsigned char *)view.buf;
+    Py_ssize_t n = view.len;
+    if (n < 61) goto decline;
+    int64_t base_offset = be(b, 8), batch_length = be(b + 8, 4), epoch = be(b + 12, 4), magic = be(b + 16, 1);
+    int64_t crc = (int64_t)(uint32_t)be(b + 17, 4), attributes = be(b + 21, 2), last_delta = be(b + 23, 4);
+    int64_t base_ts = be(b + 27, 8), max_ts = be(b + 35, 8), producer_id = be(b + 43, 8);
+    int64_t producer_epoch = be(b + 51, 2), base_sequence = be(b + 53, 4), count = be(b + 57, 4);
+    if (magic != 2 || batch_length < 49 || 12 + batch_length != n || n > max_size || base_offset != 0)
+        goto decline;
+    if (count <= 0 || count != last_delta + 1 || (attributes & 0x2F) != 0)   /* codec, LogAppendTime, control */
+        goto decline;
+    if (producer_id >= 0 ? (producer_epoch < 0 || base_sequence < 0) : (attributes & 0x10) != 0)
+        goto decline;
+    cursor c = {b + 61, b + n};
+    if (walk(c, (Py_ssize_t)count, last_delta, 1, base_ts, NULL, NULL) != 0) {
+        PyErr_Clear();
+        goto decline;
+    }
+    result = Py_BuildValue("(LLLLLLLLLLLLL)", (long long)base_offset, (long long)batch_length, (long long)epoch,
+                           (long long)magic, (long long)crc, (long long)attributes, (long long)last_delta,
+                           (long long)base_ts, (long long)max_ts, (long long)producer_id,
+                           (long long)producer_epoch, (long long)base_sequence, (long long)count);
+    PyBuffer_Release(&view);
+    return result;
+decline:
+    PyBuffer_Release(&view);
+    Py_RETURN_NONE;
 }
 
 /* bytes of a field of length n at r->p (None when n < 0); NULL with no exception set when the
@@ -275,6 +337,9 @@ static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS,
      "scan(data, start, end, count, last_delta, strict, base_timestamp, collect): check a records "
      "section; ValueError if malformed; with collect, (null-key record indexes, timestamps)."},
+    {"check_client_batch", check_client_batch, METH_VARARGS,
+     "check_client_batch(data, max_size): the header fields of the one common producer batch filling "
+     "data, checked as the leader checks it but for its CRC, or None."},
     {"decode", decode, METH_VARARGS,
      "decode(data, start, end, count, base_offset, base_timestamp, log_append_time, record_type): "
      "the records of a records section, or None if it is malformed or holds values past 64 bits."},

@@ -89,6 +89,11 @@ def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHead
     return _new_tuple(BatchHeader, _HEADER.unpack_from(buf, pos))   # skips the NamedTuple's __new__
 
 
+def header_of(fields: tuple[int, ...]) -> BatchHeader:
+    """The header of the 13 fields in order (``_records.c:check_client_batch``'s answer)."""
+    return _new_tuple(BatchHeader, fields)
+
+
 def peek_offset_and_length(buf: bytes | bytearray | memoryview, pos: int = 0) -> tuple[int, int]:
     """(baseOffset, batchLength) of the batch at ``pos`` (needs 12 bytes)."""
     return _OFFSET_LENGTH.unpack_from(buf, pos)

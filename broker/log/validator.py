@@ -13,6 +13,10 @@ batches, which compaction leaves with gaps).
 The record walk is ``scan_records``: the C scanner ``protocol/_records.c:scan`` (a few ns per record)
 when the install could compile it, else ``_scan_py``, the same check in Python (about
 1.5 µs per record). Both accept exactly the same batches (tests/unit/test_batch_validation.py).
+With the C module, a producer's common batch (uncompressed, CreateTime, on a topic whose records
+need no look of their own) is checked whole by ``_records.c:check_client_batch`` and its CRC here;
+anything it declines is checked step by step below, which answers it
+(tests/unit/test_batch_validation.py holds the two to the same verdicts).
 
 Where odradek differs from Kafka 2.8: offset deltas of uncompressed batches are checked too
 (Kafka checks them only in compressed batches), and a compressed batch may not decompress to
@@ -36,7 +40,7 @@ in ``record_errors``.
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 from odradek.protocol import legacy_records as legacy
 from odradek.protocol import record_batch as rb
@@ -69,11 +73,14 @@ class LeaderChecks(NamedTuple):
     compacted: bool
     timestamp_diff_max_ms: int   # LONG_MAX: no bound
     log_append_time: bool        # message.timestamp.type=LogAppendTime
+    plain: bool                  # no record needs a look of its own: not compacted, timestamps unbounded
 
     @classmethod
     def of(cls, config: LogConfig) -> "LeaderChecks":
-        return cls(config["max.message.bytes"], config["segment.bytes"], config.compact,
-                   config["message.timestamp.difference.max.ms"], config.log_append_time)
+        compacted, diff = config.compact, config["message.timestamp.difference.max.ms"]
+        log_append_time = config.log_append_time
+        return cls(config["max.message.bytes"], config["segment.bytes"], compacted, diff, log_append_time,
+                   not compacted and (diff == LONG_MAX or log_append_time))
 
 
 _TRANSACTIONAL_OR_CONTROL = rb.TRANSACTIONAL_MASK | rb.CONTROL_MASK
@@ -92,6 +99,10 @@ def validate_leader(buf: bytes | bytearray, checks: LeaderChecks, now_ms: int, f
         raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "empty records")
     if from_client and len(buf) > MAGIC_OFFSET and buf[MAGIC_OFFSET] > rb.MAGIC:
         raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"Invalid magic found in record: {buf[MAGIC_OFFSET]}")
+    if from_client and _check_client_batch is not None and checks.plain:
+        fields = _check_client_batch(buf, checks.max_message_bytes)   # the common batch, checked in one call
+        if fields is not None and rb.compute_crc(buf, 0, len(buf)) == fields[4] and len(buf) <= checks.segment_bytes:
+            return [(0, rb.header_of(fields))]
     if from_client:   # one batch filling the records is the rule; anything else is checked batch by batch
         h = _header(buf, 0, checks.max_message_bytes)
         batches = [(0, h)] if rb.LOG_OVERHEAD + h.batch_length == len(buf) else _headers(buf, checks.max_message_bytes)
@@ -359,7 +370,9 @@ def _length(data: bytes | bytearray | memoryview, p: int, rec_end: int, lowest: 
     return n, p
 
 
+_check_client_batch: Callable[[bytes | bytearray, int], tuple[int, ...] | None] | None
 try:
-    from odradek.protocol._records import scan as _scan
+    from odradek.protocol._records import check_client_batch as _check_client_batch, scan as _scan
 except ImportError:  # installed without a C compiler: the same check, in Python
     _scan = _scan_py
+    _check_client_batch = None

@@ -445,6 +445,70 @@ def test_c_and_python_scanners_agree(records, flips, resize, strict, collect):
         assert not isinstance(outcomes[0], str)
 
 
+_HEADER_CHANGES = ([("base_offset", v) for v in (1, -1)] + [("magic", v) for v in (0, 1, 3)]
+                   + [("attributes", v) for v in (0x01, 0x04, 0x05, 0x08, 0x10, 0x18, 0x20, 0x30, 0x40)]
+                   + [("last_offset_delta", v) for v in (-2, -1, 0, 9)]
+                   + [("records_count", v) for v in (-2, -1, 0, 9)] + [("producer_id", v) for v in (0, 7)]
+                   + [("producer_epoch", v) for v in (-1, 0, 3)] + [("base_sequence", v) for v in (-1, 0, 5)])
+
+
+def _leader_verdicts(raw: bytes | bytearray, max_message_bytes: int) -> tuple[object, object]:
+    """validate_leader's answer with the whole-batch check in C and without it (step by step)."""
+    from odradek.broker.log import validator
+    checks = validator.LeaderChecks.of(LogConfig({"max.message.bytes": str(max_message_bytes)}))
+    assert checks.plain and validator._check_client_batch is not None
+
+    def verdict():
+        try:
+            return validator.validate_leader(bytearray(raw), checks, NOW, True, "t-0")
+        except KafkaError as e:
+            return (type(e).__name__, e.code, e.message)
+
+    whole = verdict()
+    kept, validator._check_client_batch = validator._check_client_batch, None
+    try:
+        return whole, verdict()
+    finally:
+        validator._check_client_batch = kept
+
+
+def test_the_whole_batch_check_in_c_gives_the_step_by_step_verdict_for_every_header_change():
+    """``_records.c:check_client_batch`` (taken for a producer's common batch) against the checks it
+    stands for: every header field changed alone and in pairs (CRC made valid again), and a batch
+    past max.message.bytes."""
+    from odradek.protocol import _records
+    base = valid(3)
+    assert _records.check_client_batch(base, 1 << 20) == tuple(rb.parse_header(base))   # the common batch is taken
+    for i, first in enumerate(_HEADER_CHANGES):
+        for second in [None] + _HEADER_CHANGES[i + 1:]:
+            changes = dict([first] + ([second] if second else []))
+            raw = rebuild(base, **changes)
+            for max_message_bytes in (1 << 20, len(raw) - 1):
+                whole, step_by_step = _leader_verdicts(raw, max_message_bytes)
+                assert whole == step_by_step, changes
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_record, min_size=1, max_size=6),
+       st.lists(st.tuples(st.integers(0, 1 << 16), st.integers(1, 255)), max_size=2),
+       st.integers(-3, 3), st.booleans())
+def test_the_whole_batch_check_in_c_gives_the_step_by_step_verdict_for_damaged_batches(records, flips, resize,
+                                                                                      crc_kept):
+    """Generated batches with bytes flipped, cut or padded, their CRC made valid again or left
+    stale: the same verdict both ways."""
+    b = BatchBuilder()
+    for ts, key, value, headers in records:
+        b.append(NOW + ts, key, value, headers)
+    raw = bytearray(b.build())
+    for at, mask in flips:
+        raw[at % len(raw)] ^= mask
+    raw = raw[:len(raw) + resize] if resize < 0 else raw + bytes(resize)
+    if crc_kept and len(raw) >= rb.HEADER_SIZE:
+        struct.pack_into(">I", raw, 17, rb.compute_crc(raw, 0, len(raw)))
+    whole, step_by_step = _leader_verdicts(raw, 1 << 20)
+    assert whole == step_by_step
+
+
 def test_log_append_benchmark_runs(capsys):
     """``odradek perf log-append`` (the figures in docs/benchmarks.md) measures all three shapes."""
     from odradek.client.perf import main
