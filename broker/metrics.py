@@ -237,21 +237,30 @@ class RequestStats:
             return "FetchFollower" if follower else "FetchConsumer", named[1]
         return named
 
-    def record(self, named: tuple[str, int], arrived: float, started: float, parked: float, ready: float,
-               sent: float) -> None:
-        counts = self.counts
-        counts[named] = counts.get(named, 0) + 1
-        t = self.timers.get(named[0])
-        if t is None:
-            t = self.timers[named[0]] = RequestTimer()
-        t.count += 1
-        sums = t.sums
-        sums[0] += started - arrived
-        sums[1] += parked - started
-        sums[2] += ready - parked
-        sums[3] += sent - ready
-        sums[4] += sent - arrived
-        t.samples.append((arrived, started, parked, ready, sent))
+    def record(self, answered: list[tuple[tuple, float]], sent: float) -> None:
+        """Requests whose responses went to the transport at ``sent``: each (timing, ready), timing
+        being the connection's (stats, (name, version) or None, arrived, started[, parked]); a
+        request's local time ends when its handler returned (or parked: the rest is remote time).
+        One call per write, not per request (it is on every request's path)."""
+        counts, timers = self.counts, self.timers
+        for timing, ready in answered:
+            named = timing[1]
+            if named is None:
+                continue
+            arrived, started = timing[2], timing[3]
+            parked = timing[4] if len(timing) > 4 else ready
+            counts[named] = counts.get(named, 0) + 1
+            t = timers.get(named[0])
+            if t is None:
+                t = timers[named[0]] = RequestTimer()
+            t.count += 1
+            sums = t.sums
+            sums[0] += started - arrived
+            sums[1] += parked - started
+            sums[2] += ready - parked
+            sums[3] += sent - ready
+            sums[4] += sent - arrived
+            t.samples.append((arrived, started, parked, ready, sent))
 
 
 class ZkStats:

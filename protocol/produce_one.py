@@ -19,6 +19,7 @@ from .primitives import encode_uvarint
 FIRST_VERSION = 3     # v0-2 may carry magic 0/1 message sets: the general path takes them
 FLEXIBLE_FROM = 9
 
+_new_tuple = tuple.__new__   # a NamedTuple without its __new__'s Python frame
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _NULL_ID_ACKS_TIMEOUT_COUNT = struct.Struct(">hhii")   # v3-8: transactional_id (null), acks, timeout, topics
@@ -47,29 +48,24 @@ def read_one_partition(frame: bytes, offset: int, version: int) -> OnePartitionP
     if type(frame) is not bytes or not FIRST_VERSION <= version <= FLEXIBLE_FROM:
         return None
     try:
-        if version < FLEXIBLE_FROM:
-            return _classic(frame, offset)
-        return _flexible(frame, offset)
+        if version == FLEXIBLE_FROM:
+            return _flexible(frame, offset)
+        null_id, acks, timeout_ms, topics = _NULL_ID_ACKS_TIMEOUT_COUNT.unpack_from(frame, offset)
+        if null_id != -1 or topics != 1:
+            return None
+        (name_size,) = _I16.unpack_from(frame, offset + 12)
+        pos = offset + 14
+        end = pos + name_size
+        if name_size < 0 or end > len(frame):
+            return None
+        topic = frame[pos:end].decode("utf-8")
+        partitions, index, size = _COUNT_INDEX_SIZE.unpack_from(frame, end)
+        pos = end + 12
+        if partitions != 1 or size < 0 or pos + size != len(frame):
+            return None
+        return _new_tuple(OnePartitionProduce, (acks, timeout_ms, topic, index, frame[pos:]))
     except (struct.error, IndexError, UnicodeDecodeError):
         return None
-
-
-def _classic(frame: bytes, pos: int) -> OnePartitionProduce | None:
-    null_id, acks, timeout_ms, topics = _NULL_ID_ACKS_TIMEOUT_COUNT.unpack_from(frame, pos)
-    if null_id != -1 or topics != 1:
-        return None
-    pos += 12
-    (name_size,) = _I16.unpack_from(frame, pos)
-    pos += 2
-    end = pos + name_size
-    if name_size < 0 or end > len(frame):
-        return None
-    topic = frame[pos:end].decode("utf-8")
-    partitions, index, size = _COUNT_INDEX_SIZE.unpack_from(frame, end)
-    pos = end + 12
-    if partitions != 1 or size < 0 or pos + size != len(frame):
-        return None
-    return OnePartitionProduce(acks, timeout_ms, topic, index, frame[pos:])
 
 
 def _flexible(frame: bytes, pos: int) -> OnePartitionProduce | None:
@@ -95,7 +91,7 @@ def _flexible(frame: bytes, pos: int) -> OnePartitionProduce | None:
     # the records, then three empty tagged-field sections: the partition's, the topic's, the request's
     if size < 0 or end + 3 != len(frame) or frame[end:] != b"\x00\x00\x00":
         return None
-    return OnePartitionProduce(acks, timeout_ms, topic, index, frame[pos:end])
+    return _new_tuple(OnePartitionProduce, (acks, timeout_ms, topic, index, frame[pos:end]))
 
 
 def _uvarint(frame: bytes, pos: int) -> tuple[int, int]:

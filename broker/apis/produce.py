@@ -90,7 +90,8 @@ def handle_one(ctx: BrokerContext, version: int, one: OnePartitionProduce
     transactional id) on a broker without an authorizer, read straight from the frame: the same
     checks, the same append, the same answer, without the general path's per-request tables."""
     acks, topic, index, records = one.acks, one.topic, one.partition, one.records
-    if _first_batch_attribute(records, ATTRIBUTES_LOW_AT, TRANSACTIONAL_MASK):   # as error_response answers
+    if (len(records) >= HEADER_SIZE and records[MAGIC_AT] == MAGIC
+            and records[ATTRIBUTES_LOW_AT] & TRANSACTIONAL_MASK):   # _has_transactional; as error_response answers
         return None if acks == 0 else _one_answer(
             acks, version, topic, index, produce_error(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
     code = _early_error(acks, version, topic, records)

@@ -107,7 +107,7 @@ class _Guard:
         return f"{self.what} {self.subject}"
 
     def __enter__(self) -> None:
-        if self.channel.is_offline(self.log_dir):
+        if self.channel._offline and self.channel.is_offline(self.log_dir):
             raise storage_error(f"{self.message}: log dir {self.log_dir} is offline")
 
     def __exit__(self, kind: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
+from itertools import repeat
 from time import perf_counter
 from typing import Any
 
@@ -133,7 +134,7 @@ class KafkaConnection(protocol.Protocol):
             queued = self.conn.queued
             self.conn.receive_data(data)
             now = perf_counter()
-            self._arrivals.extend(now for _ in range(self.conn.queued - queued))
+            self._arrivals.extend(repeat(now, self.conn.queued - queued))
         else:
             self.conn.receive_data(data)
         self._process()
@@ -270,7 +271,7 @@ class KafkaConnection(protocol.Protocol):
             if hold:   # recorded now: a response held back by a throttle counts as handed over when ready
                 if timing is not None:
                     ticket.context = None
-                    self._record(timing, ready)
+                    timing[0].record([(timing, ready)], perf_counter())
                 return
         if timing is not None:
             ticket.context = (timing, ready)
@@ -298,16 +299,7 @@ class KafkaConnection(protocol.Protocol):
                 self.last_active = self.factory.clock.seconds()
         if self._sent_timings:
             sent, self._sent_timings = self._sent_timings, []
-            for timing, ready in sent:
-                self._record(timing, ready)
-
-    @staticmethod
-    def _record(timing: tuple, ready: float) -> None:
-        """Record a request: (stats, name, arrived, started[, parked]) in ``timing``. Local time
-        ends when the handler returned (or parked: then the rest is remote time)."""
-        stats, named, arrived, started = timing[:4]
-        if named is not None:
-            stats.record(named, arrived, started, timing[4] if len(timing) > 4 else ready, ready, perf_counter())
+            sent[0][0][0].record(sent, perf_counter())   # every timing holds the factory's RequestStats first
 
     def _failed_authentication(self, why: str) -> None:
         """Handle nothing more, and close after connection.failed.authentication.delay.ms (Kafka's
