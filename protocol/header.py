@@ -27,6 +27,7 @@ API_VERSIONS_KEY = 18
 CONTROLLED_SHUTDOWN_KEY = 7
 
 _FIXED = struct.Struct(">hhi")
+_new_tuple = tuple.__new__   # a NamedTuple without its __new__'s Python frame
 _CORRELATION = struct.Struct(">i")
 _I16 = struct.Struct(">h")
 _CLIENT_ID = KafkaString(nullable=True, compact=False)
@@ -106,11 +107,13 @@ def decode_request_header(frame: bytes | bytearray | memoryview) -> tuple[Reques
 
     Reads the frame in place (no copy of the body).
     """
-    buf = memoryview(frame).cast("B") if not isinstance(frame, bytes) else frame
+    buf = frame if type(frame) is bytes else memoryview(frame).cast("B")
     try:
         api_key, api_version, correlation_id = _FIXED.unpack_from(buf, 0)
         offset = 8
-        version = request_header_version(api_key, api_version)
+        version = _REQUEST_HEADER_VERSION.get((api_key, api_version))
+        if version is None:
+            version = request_header_version(api_key, api_version)
         client_id = None
         if version >= 1:
             (length,) = _I16.unpack_from(buf, offset)
@@ -119,7 +122,7 @@ def decode_request_header(frame: bytes | bytearray | memoryview) -> tuple[Reques
                 end = offset + length
                 if end > len(buf):
                     raise ValueError("truncated client_id")
-                client_id = bytes(buf[offset:end]).decode("utf-8")
+                client_id = str(buf[offset:end], "utf-8")
                 offset = end
             elif length != -1:
                 raise ValueError(f"invalid client_id length {length}")
@@ -135,7 +138,7 @@ def decode_request_header(frame: bytes | bytearray | memoryview) -> tuple[Reques
         raise
     except Exception as exc:
         raise KafkaError(ErrorCode.INVALID_REQUEST, f"malformed request header: {exc}") from None
-    return RequestHeader(api_key, api_version, correlation_id, client_id), offset
+    return _new_tuple(RequestHeader, (api_key, api_version, correlation_id, client_id)), offset
 
 
 def _uvarint_at(buf: bytes | bytearray | memoryview, offset: int) -> tuple[int, int]:

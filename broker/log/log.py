@@ -101,6 +101,7 @@ class Log(LogRetention, TransactionalLog):
         self.is_future = dir.rstrip("/").endswith(FUTURE_DIR_SUFFIX)
         self.config = config
         self._leader_checks = (config, LeaderChecks.of(config))
+        self._roll_limits = (config, config["segment.bytes"], config["segment.ms"])
         self._time = time
         os.makedirs(dir, exist_ok=True)
         if had_clean_shutdown is None:
@@ -328,10 +329,13 @@ class Log(LogRetention, TransactionalLog):
         return LogAppendInfo(first, expected - 1, -1, self.log_start_offset)
 
     def _append(self, buf: bytes | bytearray, infos: list, first_offset: int, now: int) -> None:
-        seg = self.active_segment
+        seg = self.segments[-1]
         last_offset = infos[-1][1]
-        c = self.config
-        if seg.should_roll(len(buf), last_offset, now, c["segment.bytes"], c["segment.ms"]):
+        limits = self._roll_limits
+        if limits[0] is not self.config:   # read once per config object, not per append
+            c = self.config
+            limits = self._roll_limits = (c, c["segment.bytes"], c["segment.ms"])
+        if seg.should_roll(len(buf), last_offset, now, limits[1], limits[2]):
             seg = self.roll(first_offset)
         if seg.size == 0 and seg.base_offset != first_offset and first_offset > seg.base_offset:
             # an empty active segment must start at its first batch (follower gaps, reused names)
