@@ -266,11 +266,12 @@ class Partition:
         if not self.is_leader:
             return False
         new_hw = self.log.log_end_offset
-        isr = self.maximal_isr if self.remote else ()
-        for r, st in self.remote.items():
-            if st.leo < new_hw and (r in isr or now_ms - st.last_caught_up_time_ms <= self.lag_time_max_ms):
-                new_hw = st.leo
-        if new_hw > self.high_watermark:
+        if self.remote:
+            isr = self.maximal_isr
+            for r, st in self.remote.items():
+                if st.leo < new_hw and (r in isr or now_ms - st.last_caught_up_time_ms <= self.lag_time_max_ms):
+                    new_hw = st.leo
+        if new_hw > self._high_watermark:
             self.high_watermark = new_hw
             return True
         return False

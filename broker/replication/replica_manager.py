@@ -384,10 +384,13 @@ class ReplicaManager(IsrMaintenance):
                          ) -> Completion[dict[TopicPartition, dict]]:
         results: dict[TopicPartition, dict] = {}
         required: dict[TopicPartition, int] = {}
+        partitions = self.partitions
         for tp, records in entries.items():
             counts = count_request(stats, tp[0], TOTAL_PRODUCE)
             try:
-                p = self.leader_partition(tp)
+                p = partitions.get(tp)
+                if p is None or p.leader_id != self.broker_id or p.log is None:   # is_leader, in place
+                    p = self.leader_partition(tp)   # raises Kafka's error for it
                 info = append(tp, p, records)
                 count_append(counts, info.last_offset - info.first_offset + 1, len(records))
                 results[tp] = {"error_code": 0, "base_offset": info.first_offset,
