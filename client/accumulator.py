@@ -13,7 +13,7 @@ from __future__ import annotations
 import collections
 import threading
 import time
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Sequence
 
 from odradek.protocol.errors import KafkaError
 from odradek.protocol.records import BatchBuilder
@@ -195,10 +195,10 @@ class ProducerBatch:
         return self.builder.record_count
 
     def has_room(self, size: int) -> bool:
-        b = self.builder
         if self.closed:
             return False
-        return b.record_count == 0 or b.estimated_size() + size <= self.size_limit
+        b = self.builder
+        return b.estimated_size() + size <= self.size_limit or b.record_count == 0
 
     def is_full(self) -> bool:
         return self.builder.estimated_size() + RECORD_OVERHEAD >= self.size_limit
@@ -236,7 +236,7 @@ class RecordAccumulator:
     # -- producer side ------------------------------------------------------------
 
     def append(self, tp: TopicPartition, timestamp: int, key: bytes | None, value: bytes | None,
-               headers: list, size: int, abort_on_new_batch: bool = False
+               headers: Sequence[tuple[str, bytes | None]], size: int, abort_on_new_batch: bool = False
                ) -> tuple[FutureRecordMetadata | None, bool]:
         """Append a record: (future, created a new batch); (None, True) if aborted for a new batch."""
         ksize = -1 if key is None else len(key)

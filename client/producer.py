@@ -35,6 +35,8 @@ from .structs import ConsumerGroupMetadata, IllegalStateError, KafkaTimeoutError
 from .transaction_manager import TransactionManager
 
 _client_ids = iter(range(1, 1 << 31))
+_new_tuple = tuple.__new__
+_NO_HEADERS: tuple[tuple[str, bytes | None], ...] = ()   # a record without headers
 
 
 def _to_bytes(obj: Any, what: str) -> bytes | None:
@@ -117,9 +119,14 @@ class Producer:
         txn = self._txn
         if txn is not None:
             txn.fail_if_not_ready_for_send()
-        kb = _to_bytes(self._key_ser(key) if self._key_ser else key, "key")
-        vb = _to_bytes(self._value_ser(value) if self._value_ser else value, "value")
-        hdrs = _headers(headers)
+        if self._key_ser is not None:
+            key = self._key_ser(key)
+        if self._value_ser is not None:
+            value = self._value_ser(value)
+        # bytes or None as they are (the common case, without a call per record)
+        kb = key if key is None or type(key) is bytes else _to_bytes(key, "key")
+        vb = value if value is None or type(value) is bytes else _to_bytes(value, "value")
+        hdrs = _headers(headers) if headers else _NO_HEADERS
         ts = int(time.time() * 1000) if timestamp_ms is None else int(timestamp_ms)
         size = RECORD_OVERHEAD + (len(kb) if kb else 0) + (len(vb) if vb else 0)
         if hdrs:
@@ -141,7 +148,7 @@ class Producer:
         else:
             p = self._sticky.partition(topic, None, parts, avail)
             sticky = True
-        tp = TopicPartition(topic, p)
+        tp = _new_tuple(TopicPartition, (topic, p))   # without the NamedTuple's __new__ (per record)
         fut, new_batch = self._acc.append(tp, ts, kb, vb, hdrs, size, abort_on_new_batch=sticky)
         if fut is None:
             self._sticky.on_new_batch(topic, p)

@@ -1,5 +1,5 @@
 /* odradek.protocol._records: the records section of a RecordBatch v2 in C, the one compiled part
-   of odradek. Two walks over the same layout:
+   of odradek. Walks over the same layout, and one writer of it:
 
    - scan() checks it field by field for the broker's validation of produced batches. It accepts
      exactly what broker/log/validator.py's pure-Python _scan_py accepts
@@ -7,6 +7,7 @@
      unless asked to collect.
    - check_client_batch() checks the one batch of a producer's common Produce as a whole, its header
      as broker/log/validator.py checks it and its records with scan()'s walk, or declines.
+   - append_record() writes one record, as a producer's BatchBuilder.append does in Python.
    - decode() turns it into records for every reader of batches (the consumers, the broker's
      loading of __consumer_offsets and __transaction_state, the cleaner). It returns exactly what
      protocol/records.py's pure-Python _decode_py returns, or None for anything else: a section
@@ -31,6 +32,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <string.h>
 
 typedef struct {
     const unsigned char *p;
@@ -333,6 +335,61 @@ decline: /* malformed or out of range: None; out of memory: the MemoryError */
     Py_RETURN_NONE;
 }
 
+/* Zig-zag varint of v into out (at most 10 bytes); its length. */
+static int put_varint(unsigned char *out, int64_t v) {
+    uint64_t u = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+    int n = 0;
+    while (u >= 0x80) {
+        out[n++] = (unsigned char)(u | 0x80);
+        u >>= 7;
+    }
+    out[n++] = (unsigned char)u;
+    return n;
+}
+
+/* append_record(buf, offset_delta, timestamp_delta, key, value, headers): one record appended
+   to the bytearray buf, byte for byte what protocol/records.py's BatchBuilder.append writes in
+   Python: length, attributes 0, timestampDelta, offsetDelta, key and value (None: length -1),
+   then headers, already encoded (their count first). OverflowError for a delta past 64 bits
+   (the caller writes those in Python). */
+static PyObject *append_record(PyObject *self, PyObject *args) {
+    PyObject *buf, *key, *value;
+    long long offset_delta, ts_delta;
+    Py_buffer k = {0}, v = {0}, h;
+    if (!PyArg_ParseTuple(args, "YLLOOy*", &buf, &offset_delta, &ts_delta, &key, &value, &h))
+        return NULL;
+    PyObject *result = NULL;
+    int have_k = key != Py_None, have_v = value != Py_None;
+    if (have_k && PyObject_GetBuffer(key, &k, PyBUF_SIMPLE) != 0) goto done;
+    if (have_v && PyObject_GetBuffer(value, &v, PyBUF_SIMPLE) != 0) goto done;
+    unsigned char head[40], kl[10], vl[10], len_buf[10];
+    int n = 0;
+    head[n++] = 0;   /* attributes */
+    n += put_varint(head + n, ts_delta);
+    n += put_varint(head + n, offset_delta);
+    int nkl = put_varint(kl, have_k ? (int64_t)k.len : -1);
+    int nvl = put_varint(vl, have_v ? (int64_t)v.len : -1);
+    int64_t size = n + nkl + (have_k ? k.len : 0) + nvl + (have_v ? v.len : 0) + h.len;
+    int nlen = put_varint(len_buf, size);
+    Py_ssize_t at = PyByteArray_GET_SIZE(buf);
+    if (PyByteArray_Resize(buf, at + nlen + size) != 0) goto done;
+    unsigned char *out = (unsigned char *)PyByteArray_AS_STRING(buf) + at;
+    memcpy(out, len_buf, nlen); out += nlen;
+    memcpy(out, head, n); out += n;
+    memcpy(out, kl, nkl); out += nkl;
+    if (have_k) { memcpy(out, k.buf, k.len); out += k.len; }
+    memcpy(out, vl, nvl); out += nvl;
+    if (have_v) { memcpy(out, v.buf, v.len); out += v.len; }
+    memcpy(out, h.buf, h.len);
+    Py_INCREF(Py_None);
+    result = Py_None;
+done:
+    if (have_k && k.obj != NULL) PyBuffer_Release(&k);
+    if (have_v && v.obj != NULL) PyBuffer_Release(&v);
+    PyBuffer_Release(&h);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS,
      "scan(data, start, end, count, last_delta, strict, base_timestamp, collect): check a records "
@@ -340,6 +397,9 @@ static PyMethodDef methods[] = {
     {"check_client_batch", check_client_batch, METH_VARARGS,
      "check_client_batch(data, max_size): the header fields of the one common producer batch filling "
      "data, checked as the leader checks it but for its CRC, or None."},
+    {"append_record", append_record, METH_VARARGS,
+     "append_record(buf, offset_delta, timestamp_delta, key, value, headers): one record appended to "
+     "the bytearray buf as BatchBuilder.append writes it (headers already encoded)."},
     {"decode", decode, METH_VARARGS,
      "decode(data, start, end, count, base_offset, base_timestamp, log_append_time, record_type): "
      "the records of a records section, or None if it is malformed or holds values past 64 bits."},

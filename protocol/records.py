@@ -146,6 +146,14 @@ class BatchBuilder:
         else:
             self._base_ts = self._max_ts = timestamp_ms
             ts_delta = 0
+        hd = _encode_headers(headers) if headers else _ZERO
+        if _append_record is not None:
+            try:
+                _append_record(self._buf, delta, ts_delta, key, value, hd)   # the same bytes, in C
+                self._count = delta + 1
+                return delta
+            except OverflowError:
+                pass   # a timestamp delta past 64 bits: written below, as Python's ints allow
         varint = _VARINT
         limit = _TABLE_LIMIT
         # offsetDelta (>= 0) and timestampDelta
@@ -163,7 +171,6 @@ class BatchBuilder:
         else:
             vlen = len(value)
             vl = varint[vlen << 1] if vlen < limit else encode_varint(vlen)
-        hd = _encode_headers(headers) if headers else _ZERO
         size = 1 + len(td) + len(od) + len(kl) + klen + len(vl) + vlen + len(hd)
         buf = self._buf
         buf += varint[size << 1] if size < limit else encode_varint(size)
@@ -315,10 +322,11 @@ def _decode_py(data: bytes, pos: int, end: int, count: int, base_offset: int,
 
 
 _decode_c: Callable[..., list[Record] | None] | None
+_append_record: Callable[[bytearray, int, int, bytes | None, bytes | None, bytes], None] | None
 try:
-    from ._records import decode as _decode_c
+    from ._records import append_record as _append_record, decode as _decode_c
 except ImportError:  # installed without a C compiler: Python alone
-    _decode_c = None
+    _decode_c = _append_record = None
 
 
 def _decode_records(data: bytes, pos: int, end: int, count: int, base_offset: int,

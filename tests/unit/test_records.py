@@ -267,3 +267,31 @@ def test_crc_is_crc32c_over_attributes_to_end():
     batch = build([(TS, b"k", b"v", ())])
     assert struct.unpack_from(">I", batch, 17)[0] == crc32c(batch[21:])
     assert record_batch.validate(batch).crc == crc32c(batch[21:])
+
+
+wide_ts = st.one_of(st.integers(min_value=0, max_value=2**41), st.integers(min_value=-2**63, max_value=2**63 - 1))
+buffers = st.one_of(st.none(), st.binary(max_size=300), st.binary(max_size=40).map(bytearray),
+                    st.binary(max_size=40).map(memoryview))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(wide_ts, buffers, buffers, headers_st), min_size=1, max_size=12))
+def test_records_written_in_c_are_the_python_writers_bytes(records):
+    """``_records.c:append_record`` (what BatchBuilder.append uses when the C module is built)
+    writes exactly the bytes of the Python writer, for timestamps far apart (a delta past 64 bits
+    is written in Python) and bytes-like keys and values."""
+    from odradek.protocol import records as module
+    assert module._append_record is not None
+
+    def built() -> bytes:
+        builder = BatchBuilder()
+        for ts, key, value, headers in records:
+            builder.append(ts, key, value, headers)
+        return builder.build()
+
+    in_c = built()
+    kept, module._append_record = module._append_record, None
+    try:
+        assert in_c == built()
+    finally:
+        module._append_record = kept
