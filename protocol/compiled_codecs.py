@@ -24,7 +24,7 @@ from typing import Any, Iterator
 
 from construct import Flag, FormatField
 
-from .primitives import KafkaArray, KafkaBytes, KafkaString, Uuid, encode_uvarint
+from .primitives import KafkaArray, KafkaBytes, KafkaString, Uuid, encode_uvarint, uvarint_at
 from .schema import Decoder, Encoder, KafkaStruct, _Slot
 
 _SMALL = tuple(bytes((i,)) for i in range(128))
@@ -32,19 +32,6 @@ _SMALL = tuple(bytes((i,)) for i in range(128))
 
 class Declined(Exception):
     """An input the compiled codec leaves to the declared one."""
-
-
-def _uvarint(data: bytes, pos: int) -> tuple[int, int]:
-    """An unsigned varint of at most 5 bytes (``primitives.read_uvarint``'s limit)."""
-    value = shift = 0
-    for _ in range(5):
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, pos
-        shift += 7
-    raise Declined("varint too long")
 
 
 def _fixed_char(con: Any) -> str | None:
@@ -62,7 +49,7 @@ class _Source:
     def __init__(self) -> None:
         self.lines: list[str] = []
         self.names: dict[str, Any] = {
-            "Declined": Declined, "uvarint": _uvarint, "unpack_from": struct.unpack_from,
+            "Declined": Declined, "uvarint": uvarint_at, "unpack_from": struct.unpack_from,
             "pack": struct.pack, "SMALL": _SMALL, "encode_uvarint": encode_uvarint, "UUID": uuid.UUID,
         }
         self._count = 0

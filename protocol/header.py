@@ -14,7 +14,7 @@ from types import ModuleType
 from typing import Any, Mapping, NamedTuple
 
 from .errors import ErrorCode, KafkaError
-from .primitives import KafkaString, read_tagged_section, write_tagged_section
+from .primitives import KafkaString, read_tagged_section, uvarint_at, write_tagged_section
 from .schema import Struct
 
 __all__ = [
@@ -127,10 +127,10 @@ def decode_request_header(frame: bytes | bytearray | memoryview) -> tuple[Reques
             elif length != -1:
                 raise ValueError(f"invalid client_id length {length}")
         if version >= 2:
-            count, offset = _uvarint_at(buf, offset)
+            count, offset = uvarint_at(buf, offset)
             for _ in range(count):
-                _tag, offset = _uvarint_at(buf, offset)
-                size, offset = _uvarint_at(buf, offset)
+                _tag, offset = uvarint_at(buf, offset)
+                size, offset = uvarint_at(buf, offset)
                 offset += size
                 if offset > len(buf):
                     raise ValueError("truncated header tagged fields")
@@ -139,18 +139,6 @@ def decode_request_header(frame: bytes | bytearray | memoryview) -> tuple[Reques
     except Exception as exc:
         raise KafkaError(ErrorCode.INVALID_REQUEST, f"malformed request header: {exc}") from None
     return _new_tuple(RequestHeader, (api_key, api_version, correlation_id, client_id)), offset
-
-
-def _uvarint_at(buf: bytes | bytearray | memoryview, offset: int) -> tuple[int, int]:
-    """Unsigned varint (max 5 bytes) at ``offset`` -> (value, next offset)."""
-    value = 0
-    for shift in range(0, 35, 7):
-        byte = buf[offset]
-        offset += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, offset
-    raise ValueError("varint too long")
 
 
 def encode_request_header(api_key: int, api_version: int, correlation_id: int,

@@ -32,7 +32,7 @@ __all__ = [
     "INT8", "INT16", "UINT16", "INT32", "UINT32", "INT64", "FLOAT64", "BOOLEAN",
     "UVarInt", "VarInt", "VarLong", "UVARINT", "VARINT", "VARLONG",
     "KafkaString", "KafkaBytes", "KafkaArray", "Uuid", "UUID_TYPE", "ZERO_UUID",
-    "TaggedFields", "read_uvarint", "write_uvarint", "encode_uvarint",
+    "TaggedFields", "read_uvarint", "uvarint_at", "write_uvarint", "encode_uvarint",
     "zigzag_encode", "zigzag_decode",
 ]
 
@@ -85,6 +85,19 @@ def read_uvarint(stream: IO[bytes], max_bytes: int = 5) -> int:
             return value
         shift += 7
     raise FormatError("varint too long")
+
+
+def uvarint_at(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:
+    """The unsigned varint of at most 5 bytes at ``pos`` of ``buf`` -> (value, next position);
+    IndexError past the end, ValueError when longer."""
+    value = 0
+    for shift in (0, 7, 14, 21, 28):
+        byte = buf[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, pos
+    raise ValueError("varint too long")
 
 
 def encode_uvarint(value: int) -> bytes:

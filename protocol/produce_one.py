@@ -14,7 +14,7 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
-from .primitives import encode_uvarint
+from .primitives import encode_uvarint, uvarint_at
 
 FIRST_VERSION = 3     # v0-2 may carry magic 0/1 message sets: the general path takes them
 FLEXIBLE_FROM = 9
@@ -64,7 +64,7 @@ def read_one_partition(frame: bytes, offset: int, version: int) -> OnePartitionP
         if partitions != 1 or size < 0 or pos + size != len(frame):
             return None
         return _new_tuple(OnePartitionProduce, (acks, timeout_ms, topic, index, frame[pos:]))
-    except (struct.error, IndexError, UnicodeDecodeError):
+    except (struct.error, IndexError, ValueError):   # UnicodeDecodeError is a ValueError
         return None
 
 
@@ -85,25 +85,13 @@ def _flexible(frame: bytes, pos: int) -> OnePartitionProduce | None:
     if frame[end] != 2:                          # one partition
         return None
     (index,) = _I32.unpack_from(frame, end + 1)
-    size, pos = _uvarint(frame, end + 5)
+    size, pos = uvarint_at(frame, end + 5)
     size -= 1
     end = pos + size
     # the records, then three empty tagged-field sections: the partition's, the topic's, the request's
     if size < 0 or end + 3 != len(frame) or frame[end:] != b"\x00\x00\x00":
         return None
     return _new_tuple(OnePartitionProduce, (acks, timeout_ms, topic, index, frame[pos:end]))
-
-
-def _uvarint(frame: bytes, pos: int) -> tuple[int, int]:
-    """An unsigned varint of at most 5 bytes at ``pos`` -> (value, next position)."""
-    value = 0
-    for shift in (0, 7, 14, 21, 28):
-        byte = frame[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, pos
-    raise IndexError("varint too long")
 
 
 def encode_one_response(version: int, topic: str, index: int, error_code: int, base_offset: int,

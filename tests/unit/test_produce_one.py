@@ -192,6 +192,7 @@ CASES = [
 
 def make_broker(tmp_path, name: str) -> Broker:
     b = Broker(tmp_path / name)
+    b.log_manager._time = lambda: 1_700_000_000.0   # one clock for both brokers: answers quote it
     b.rm.log_configs["compacted"] = LogConfig.from_broker(b.config, {"cleanup.policy": "compact"})
     b.rm.log_configs["bounded"] = LogConfig.from_broker(b.config, {"message.timestamp.difference.max.ms": "60000"})
     b.set_metadata({"t": {0: (1, [1], [1])}, "elsewhere": {0: (2, [2], [2])}, "compacted": {0: (1, [1], [1])},
