@@ -147,13 +147,9 @@ def set_base_offset(buf: bytearray, pos: int, base_offset: int) -> None:
 
 
 def stamp_offset_and_epoch(buf: bytearray, pos: int, base_offset: int, epoch: int) -> None:
-    """``set_base_offset`` and ``set_partition_leader_epoch`` in one call (the leader's append)."""
+    """Rewrite baseOffset and stamp partitionLeaderEpoch in place (both outside the CRC): the
+    leader's append."""
     _BASE_OFFSET.pack_into(buf, pos, base_offset)
-    _EPOCH.pack_into(buf, pos + 12, epoch)
-
-
-def set_partition_leader_epoch(buf: bytearray, pos: int, epoch: int) -> None:
-    """Stamp partitionLeaderEpoch in place (outside the CRC)."""
     _EPOCH.pack_into(buf, pos + 12, epoch)
 
 
