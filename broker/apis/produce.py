@@ -18,6 +18,8 @@ topic Write (else TOPIC_AUTHORIZATION_FAILED for its partitions, nothing appende
 """
 from __future__ import annotations
 
+from typing import Callable
+
 from twisted.internet import defer
 
 from odradek.protocol.apis import produce as API
@@ -42,14 +44,11 @@ def handle(ctx: BrokerContext, rc: RequestContext, req):
     version = rc.api_version
     acks = req["acks"]
     topic_data = req["topic_data"]
-    if req.get("transactional_id") is None and _has_transactional(topic_data):   # v0-2 have none
-        return error_response(req, version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    if ctx.authorizer is not None:
-        if _has_transactional(topic_data):
-            if not authorize(ctx, rc, WRITE, TRANSACTIONAL_ID, req.get("transactional_id") or ""):
-                return error_response(req, version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-        elif _has_idempotent(req) and not authorize(ctx, rc, IDEMPOTENT_WRITE, CLUSTER):
-            return error_response(req, version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+    transactional = _has_transactional(topic_data)
+    refused = _refusal(ctx, rc, req.get("transactional_id"), transactional,   # v0-2 have no transactional id
+                       lambda: _has_idempotent(req))
+    if refused:
+        return error_response(req, version, refused)
     unauthorized = denied(ctx, rc, WRITE, TOPIC, (td["name"] for td in topic_data))
     order: list[tuple[str, list[int]]] = []
     early: dict[tuple[str, int], dict] = {}
@@ -84,17 +83,23 @@ def handle(ctx: BrokerContext, rc: RequestContext, req):
     return respond_when(ctx.replica_manager.append_records(req["timeout_ms"], acks, entries), build)
 
 
-def handle_one(ctx: BrokerContext, version: int, one: OnePartitionProduce
+def handle_one(ctx: BrokerContext, rc: RequestContext | None, version: int, one: OnePartitionProduce
                ) -> EncodedBody | dict | None | defer.Deferred:
     """``handle`` for the common request (``protocol/produce_one.py``: one partition, no
-    transactional id) on a broker without an authorizer, read straight from the frame: the same
-    checks, the same append, the same answer, without the general path's per-request tables."""
+    transactional id), read straight from the frame: the same checks, the same append, the same
+    answer, without the general path's per-request tables. ``rc`` is needed with an authorizer only."""
     acks, topic, index, records = one.acks, one.topic, one.partition, one.records
-    if (len(records) >= HEADER_SIZE and records[MAGIC_AT] == MAGIC
-            and records[ATTRIBUTES_LOW_AT] & TRANSACTIONAL_MASK):   # _has_transactional; as error_response answers
-        return None if acks == 0 else _one_answer(
-            acks, version, topic, index, produce_error(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
-    code = _early_error(acks, version, topic, records)
+    transactional = bool(_first_batch_attribute(records, ATTRIBUTES_LOW_AT, TRANSACTIONAL_MASK))
+    unauthorized = False
+    if transactional or ctx.authorizer is not None:
+        refused = _refusal(ctx, rc, None, transactional,
+                           lambda: _first_batch_attribute(records, PRODUCER_ID_AT, 0x80) == 0)
+        if refused:   # as error_response answers: nothing at all for acks=0
+            return None if acks == 0 else _one_answer(acks, version, topic, index, produce_error(refused))
+        if ctx.authorizer is not None:
+            assert rc is not None   # the dispatcher passes one whenever an authorizer is set
+            unauthorized = bool(denied(ctx, rc, WRITE, TOPIC, (topic,)))
+    code = _early_error(acks, version, topic, records, unauthorized)
     if code:
         return _one_answer(acks, version, topic, index, produce_error(code))
     tp = (topic, index)
@@ -102,6 +107,24 @@ def handle_one(ctx: BrokerContext, version: int, one: OnePartitionProduce
     if done.done:
         return _one_answer(acks, version, topic, index, done.result[tp])
     return to_deferred(done).addCallback(lambda results: _one_answer(acks, version, topic, index, results[tp]))
+
+
+def _refusal(ctx: BrokerContext, rc: RequestContext | None, transactional_id: str | None, transactional: bool,
+             idempotent: Callable[[], bool]) -> ErrorCode | None:
+    """What the whole request is answered when its batches may not be written at all: a
+    transactional batch needs the request's transactional id and, with an authorizer, Write on
+    it; an idempotent one IdempotentWrite on the cluster (KafkaApis.handleProduceRequest)."""
+    if transactional_id is None and transactional:
+        return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    if ctx.authorizer is None:
+        return None
+    assert rc is not None
+    if transactional:
+        if not authorize(ctx, rc, WRITE, TRANSACTIONAL_ID, transactional_id or ""):
+            return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif idempotent() and not authorize(ctx, rc, IDEMPOTENT_WRITE, CLUSTER):
+        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    return None
 
 
 def _one_answer(acks: int, version: int, topic: str, index: int, result: dict) -> EncodedBody | dict | None:

@@ -76,10 +76,13 @@ class RequestHandler:
             raise CloseConnection(f"unsupported version {version} of {api.NAME} (supported {lo}-{hi})")
         quotas = self.ctx.quotas
         timed = throttle is not None and quotas is not None and quotas.active
-        if header.api_key == PRODUCE_KEY and not timed and self.ctx.authorizer is None:
+        if header.api_key == PRODUCE_KEY and not timed:
             one = read_one_partition(frame, offset, version)
             if one is not None:
-                return self._produce_one(frame, offset, header, module, one)
+                rc = None if self.ctx.authorizer is None else RequestContext(
+                    header.api_key, version, header.correlation_id, header.client_id, listener, peer, principal,
+                    token_authenticated)   # what the authorizer reads
+                return self._produce_one(frame, offset, header, module, rc, one)
         try:
             req = api.Request.decode(frame, version, offset,   # the frame itself: no copy of the body
                                      allow_trailing=header.api_key in TRAILING_BYTES_IGNORED)
@@ -108,15 +111,15 @@ class RequestHandler:
         return self._encode(result, module, header)
 
     def _produce_one(self, frame: bytes, offset: int, header: RequestHeader, module: ModuleType,
-                     one: OnePartitionProduce) -> bytes | None | defer.Deferred:
-        """The common Produce (``produce.handle_one``), taken only where nothing sees the decoded
-        request (no authorizer, no client quota); an error is answered as ``handle`` answers it."""
+                     rc: RequestContext | None, one: OnePartitionProduce) -> bytes | None | defer.Deferred:
+        """The common Produce (``produce.handle_one``), taken only where nothing needs the decoded
+        request (no client quota); an error is answered as ``handle`` answers it."""
         def error_body(exc: BaseException, failure: Failure | None = None) -> dict | None:
             req = module.API.Request.decode(frame, header.api_version, offset)
             return self._error_body(module, req, header, exc, failure)
 
         try:
-            result = module.handle_one(self.ctx, header.api_version, one)
+            result = module.handle_one(self.ctx, rc, header.api_version, one)
         except CloseConnection:
             raise
         except Exception as e:

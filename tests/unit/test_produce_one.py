@@ -4,7 +4,7 @@ Invariant: ``read_one_partition`` reads exactly what the declared codec decodes,
 of its shape, and declines everything else without raising; ``encode_one_response`` writes the
 declared codec's bytes; and a broker answering through the one-partition path gives, request for
 request, the same response bytes and the same log as the general handler, for good requests and for
-every kind of refusal.
+every kind of refusal, with and without an authorizer.
 """
 from __future__ import annotations
 
@@ -17,6 +17,9 @@ from odradek.broker.apis import produce as produce_handler
 from odradek.broker.apis.context import CloseConnection, RequestContext
 from odradek.broker.config.kafka_config import LogConfig
 from odradek.broker.network.request_handler import RequestHandler
+from odradek.broker.security.authorizer import AclAuthorizer
+from odradek.protocol.acl import (CLUSTER_NAME, AccessControlEntry, AclOperation, AclPermissionType, PatternType,
+                                  ResourcePattern, ResourceType)
 from odradek.protocol import record_batch as rb
 from odradek.protocol.apis import produce
 from odradek.protocol.header import decode_request_header, encode_request
@@ -190,9 +193,23 @@ CASES = [
 ]
 
 
-def make_broker(tmp_path, name: str) -> Broker:
+def allow(operation: AclOperation, resource_type: ResourceType, name: str) -> dict:
+    return {ResourcePattern(resource_type, name, PatternType.LITERAL):
+            frozenset({AccessControlEntry("User:ANONYMOUS", "*", operation, AclPermissionType.ALLOW)})}
+
+
+def make_broker(tmp_path, name: str, acls: str) -> Broker:
+    """A broker leading the cases' topics; ``acls``: "none" (no authorizer), "some" (Write on t,
+    bounded and __consumer_offsets only) or "all" (Write on every topic, IdempotentWrite)."""
     b = Broker(tmp_path / name)
     b.log_manager._time = lambda: 1_700_000_000.0   # one clock for both brokers: answers quote it
+    if acls != "none":
+        b.ctx.authorizer = AclAuthorizer()
+        topics = ["t", "bounded", "__consumer_offsets"] + (["compacted", "nope", "elsewhere"] if acls == "all" else [])
+        for topic in topics:
+            b.ctx.authorizer.apply(allow(AclOperation.WRITE, ResourceType.TOPIC, topic))
+        if acls == "all":
+            b.ctx.authorizer.apply(allow(AclOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER, CLUSTER_NAME))
     b.rm.log_configs["compacted"] = LogConfig.from_broker(b.config, {"cleanup.policy": "compact"})
     b.rm.log_configs["bounded"] = LogConfig.from_broker(b.config, {"message.timestamp.difference.max.ms": "60000"})
     b.set_metadata({"t": {0: (1, [1], [1])}, "elsewhere": {0: (2, [2], [2])}, "compacted": {0: (1, [1], [1])},
@@ -206,11 +223,12 @@ def answer(handler: RequestHandler, frame: bytes, one_partition: bool):
     """The broker's answer to ``frame`` (bytes, None or "close") through either path."""
     try:
         if one_partition:
-            result = handler.handle(frame)
+            result = handler.handle(frame, "PLAINTEXT", "127.0.0.1:5555")
         else:
             header, offset = decode_request_header(frame)
             req = produce.Request.decode(frame, header.api_version, offset)
-            rc = RequestContext(0, header.api_version, header.correlation_id, header.client_id)
+            rc = RequestContext(0, header.api_version, header.correlation_id, header.client_id, "PLAINTEXT",
+                                "127.0.0.1:5555")
             result = handler._encode(produce_handler.handle(handler.ctx, rc, req), produce_handler, header)
     except CloseConnection:
         return "close"
@@ -225,9 +243,10 @@ def log_bytes(broker: Broker) -> dict[str, bytes]:
     return out
 
 
-@pytest.mark.parametrize("version", [3, 7, 8, 9])
-def test_the_one_partition_path_answers_as_the_general_handler(tmp_path, monkeypatch, version):
-    fast, general = make_broker(tmp_path, "fast"), make_broker(tmp_path, "general")
+@pytest.mark.parametrize("version, acls", [(3, "none"), (7, "none"), (8, "none"), (9, "none"), (8, "some"),
+                                           (9, "all")])
+def test_the_one_partition_path_answers_as_the_general_handler(tmp_path, monkeypatch, version, acls):
+    fast, general = make_broker(tmp_path, "fast", acls), make_broker(tmp_path, "general", acls)
     try:
         fast_handler, general_handler = RequestHandler(fast.ctx), RequestHandler(general.ctx)
         real_handle = produce_handler.handle
@@ -246,8 +265,9 @@ def test_the_one_partition_path_answers_as_the_general_handler(tmp_path, monkeyp
                 monkeypatch.setattr(produce_handler, "handle", real_handle)
                 assert got == answer(general_handler, frame, False), name
         assert log_bytes(fast) == log_bytes(general)
-        # three batches of 2 and the idempotent one once; every refused batch changed nothing
-        assert fast.log_manager.get_log(("t", 0)).log_end_offset == 8
+        # three batches of 2 and the idempotent one once (without IdempotentWrite, not at all);
+        # every refused batch changed nothing
+        assert fast.log_manager.get_log(("t", 0)).log_end_offset == (6 if acls == "some" else 8)
     finally:
         fast.close()
         general.close()
