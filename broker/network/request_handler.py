@@ -24,6 +24,7 @@ from typing import Any, Callable
 from twisted.internet import defer
 from twisted.python.failure import Failure
 
+from odradek.protocol.apis.produce import API_KEY as PRODUCE_KEY
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.header import RequestHeader, decode_request_header, encode_response
 from odradek.protocol.produce_one import OnePartitionProduce, read_one_partition
@@ -35,7 +36,6 @@ from ..apis.context import BrokerContext, CloseConnection, RequestContext
 
 log = logging.getLogger(__name__)
 
-PRODUCE_KEY = 0
 API_VERSIONS_KEY = 18
 # Metadata: bytes after a request's last field are ignored, as Kafka's parser does (it never checks
 # for them). librdkafka writes the null topic array of an all-topics Metadata v9+ request as a
