@@ -16,6 +16,7 @@ import time
 from typing import Any, Callable, Iterable, Sequence
 
 from odradek.protocol.errors import KafkaError
+from odradek.protocol import record_batch
 from odradek.protocol.records import BatchBuilder
 
 from .structs import KafkaTimeoutError, RecordMetadata, TopicPartition
@@ -175,12 +176,14 @@ class FutureRecordMetadata:
 class ProducerBatch:
     """One batch for one partition, from first append to completion."""
 
-    __slots__ = ("tp", "builder", "result", "created", "attempts", "retry_at", "built", "reserved",
-                 "size_limit", "closed")
+    __slots__ = ("tp", "builder", "records", "room", "result", "created", "attempts", "retry_at", "built",
+                 "reserved", "size_limit", "closed")
 
     def __init__(self, tp: TopicPartition, compression: int, size_limit: int, reserved: int) -> None:
         self.tp = tp
         self.builder = BatchBuilder(compression)
+        self.records = self.builder.records                    # read by has_room's inline copy in append
+        self.room = size_limit - record_batch.HEADER_SIZE      # bytes of records that fit
         self.result = ProduceResult(tp.topic, tp.partition)
         self.created = time.monotonic()
         self.attempts = 0
@@ -197,8 +200,7 @@ class ProducerBatch:
     def has_room(self, size: int) -> bool:
         if self.closed:
             return False
-        b = self.builder
-        return b.estimated_size() + size <= self.size_limit or b.record_count == 0
+        return len(self.records) + size <= self.room or not self.records
 
     def is_full(self) -> bool:
         return self.builder.estimated_size() + RECORD_OVERHEAD >= self.size_limit
@@ -249,7 +251,7 @@ class RecordAccumulator:
                 dq = self._batches[tp] = collections.deque()
             elif dq:
                 last = dq[-1]
-                if last.has_room(size):
+                if not last.closed and (len(last.records) + size <= last.room or not last.records):   # has_room
                     delta = last.builder.append(timestamp, key, value, headers)
                     self.appends += 1
                     return FutureRecordMetadata(last.result, delta, timestamp, ksize, vsize), False

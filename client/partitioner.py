@@ -63,7 +63,7 @@ class StickyPartitioner:
     """
 
     def __init__(self, rng: random.Random | None = None) -> None:
-        self._sticky: dict[str, int] = {}
+        self.current: dict[str, int] = {}       # topic -> its sticky partition (read in place by the producer)
         self._leaving: dict[str, int] = {}  # topic -> partition to move away from
         self._rng = rng or random.Random()
 
@@ -72,17 +72,17 @@ class StickyPartitioner:
         """The partition (an id from ``all_partitions``) for a record of ``topic`` with ``key``."""
         if key is not None:
             return partition_for_key(key, len(all_partitions))
-        current = self._sticky.get(topic)
+        current = self.current.get(topic)
         if current is not None:
             return current
         new = self._draw(self._leaving.pop(topic, None), all_partitions, available_partitions)
-        self._sticky[topic] = new
+        self.current[topic] = new
         return new
 
     def on_new_batch(self, topic: str, previous_partition: int) -> None:
         """A new batch starts on ``previous_partition``: leave it if it is still the sticky one."""
-        if self._sticky.get(topic) == previous_partition:
-            del self._sticky[topic]
+        if self.current.get(topic) == previous_partition:
+            del self.current[topic]
             self._leaving[topic] = previous_partition
 
     def _draw(self, old: int | None, all_partitions: Sequence[int],

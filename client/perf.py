@@ -54,6 +54,26 @@ class Stats:
             self.print_window(now)
             self.window_start, self.w_count, self.w_bytes, self.w_max, self.w_total = now, 0, 0, 0, 0
 
+    def record_batch(self, sent: list[float], nbytes: int, now: float) -> None:
+        """``record`` of records of ``nbytes`` each sent at ``sent`` that completed together at
+        ``now`` (one batch), in one call; a window that ends within them reports them all."""
+        latencies = [int((now - t) * 1000) for t in sent]
+        n, total, top = len(latencies), sum(latencies), max(latencies, default=0)
+        self.count += n
+        self.bytes += n * nbytes
+        self.total_latency += total
+        self.max_latency = max(self.max_latency, top)
+        self.w_count += n
+        self.w_bytes += n * nbytes
+        self.w_total += total
+        self.w_max = max(self.w_max, top)
+        step = self.sampling
+        self.latencies += latencies[-self.index % step::step]   # the records whose index % step == 0
+        self.index += n
+        if now - self.window_start >= self.interval:
+            self.print_window(now)
+            self.window_start, self.w_count, self.w_bytes, self.w_max, self.w_total = now, 0, 0, 0, 0
+
     def print_window(self, now: float) -> None:
         elapsed = max(now - self.window_start, 1e-9)
         rate = self.w_count / elapsed
@@ -222,8 +242,7 @@ def _produce_odradek(args: Any, props: dict[str, Any], stats: Stats, next_payloa
                 print(f"Error when sending message to topic {topic} with key: null, value: {nbytes} bytes "
                       f"with error: {result.error}", file=sys.stderr)
                 continue
-            for t in send_times:
-                stats.record(int((now - t) * 1000), nbytes, now)
+            stats.record_batch(send_times, nbytes, now)
 
     try:
         start = time.monotonic()

@@ -93,10 +93,8 @@ class Producer:
     # -- sending -------------------------------------------------------------------
 
     def _partitions(self, topic: str) -> tuple[list[int], list[int]]:
-        cached = self._parts.get(topic)
+        """The topic's partitions and its available ones, cached until the cluster's metadata changes."""
         cluster = self._cluster
-        if cached is not None and cached[0] == cluster.updates:
-            return cached[1], cached[2]
         parts = cluster.partitions_for(topic)
         if parts is None:
             parts = cluster.wait_for_topic(topic, self._max_block)
@@ -134,7 +132,11 @@ class Producer:
         if size + 61 > self._max_request:
             raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE,
                              f"the record is {size} bytes, larger than max.request.size {self._max_request}")
-        parts, avail = self._partitions(topic)
+        cached = self._parts.get(topic)   # _partitions' cache, read in place
+        if cached is not None and cached[0] == self._cluster.updates:
+            parts, avail = cached[1], cached[2]
+        else:
+            parts, avail = self._partitions(topic)
         sticky = False
         if partition is not None:
             if partition not in parts:
@@ -146,7 +148,8 @@ class Producer:
         elif kb is not None:
             p = parts[partition_for_key(kb, len(parts))]
         else:
-            p = self._sticky.partition(topic, None, parts, avail)
+            current = self._sticky.current.get(topic)     # the sticky partition, without a call per record
+            p = self._sticky.partition(topic, None, parts, avail) if current is None else current
             sticky = True
         tp = _new_tuple(TopicPartition, (topic, p))   # without the NamedTuple's __new__ (per record)
         fut, new_batch = self._acc.append(tp, ts, kb, vb, hdrs, size, abort_on_new_batch=sticky)

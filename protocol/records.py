@@ -108,7 +108,7 @@ class BatchBuilder:
     """Accumulates records and builds one RecordBatch v2 (magic 2)."""
 
     __slots__ = ("compression", "base_offset", "producer_id", "producer_epoch", "base_sequence",
-                 "is_transactional", "partition_leader_epoch", "_buf", "_count", "_base_ts", "_max_ts")
+                 "is_transactional", "partition_leader_epoch", "records", "_count", "_base_ts", "_max_ts")
 
     def __init__(self, compression: int = NONE, base_offset: int = 0, producer_id: int = -1,
                  producer_epoch: int = -1, base_sequence: int = -1, is_transactional: bool = False,
@@ -122,7 +122,7 @@ class BatchBuilder:
         self.base_sequence = base_sequence
         self.is_transactional = is_transactional
         self.partition_leader_epoch = partition_leader_epoch
-        self._buf = bytearray()
+        self.records = bytearray()   # the records section written so far (uncompressed)
         self._count = 0
         self._base_ts = -1
         self._max_ts = -1
@@ -133,7 +133,7 @@ class BatchBuilder:
 
     def estimated_size(self) -> int:
         """Bytes of the batch if built uncompressed (an upper bound for compressed ones)."""
-        return record_batch.HEADER_SIZE + len(self._buf)
+        return record_batch.HEADER_SIZE + len(self.records)
 
     def append(self, timestamp_ms: int, key: bytes | None, value: bytes | None,
                headers: Sequence[Header] = ()) -> int:
@@ -149,7 +149,7 @@ class BatchBuilder:
         hd = _encode_headers(headers) if headers else _ZERO
         if _append_record is not None:
             try:
-                _append_record(self._buf, delta, ts_delta, key, value, hd)   # the same bytes, in C
+                _append_record(self.records, delta, ts_delta, key, value, hd)   # the same bytes, in C
                 self._count = delta + 1
                 return delta
             except OverflowError:
@@ -172,7 +172,7 @@ class BatchBuilder:
             vlen = len(value)
             vl = varint[vlen << 1] if vlen < limit else encode_varint(vlen)
         size = 1 + len(td) + len(od) + len(kl) + klen + len(vl) + vlen + len(hd)
-        buf = self._buf
+        buf = self.records
         buf += varint[size << 1] if size < limit else encode_varint(size)
         buf += _ZERO
         buf += td
@@ -191,7 +191,7 @@ class BatchBuilder:
         """The complete batch: 61-byte header, CRC32C, (compressed) records section."""
         if not self._count:
             raise ValueError("cannot build an empty batch")
-        records: bytes | bytearray = self._buf
+        records: bytes | bytearray = self.records
         if self.compression != NONE:
             records = compress(self.compression, records)
         attributes = self.compression | (record_batch.TRANSACTIONAL_MASK if self.is_transactional else 0)

@@ -100,3 +100,19 @@ def test_perf_stats_lines():
     assert total.startswith("10 records sent, ")
     assert total.endswith("ms avg latency, 9.00 ms max latency, 5 ms 50th, 9 ms 95th, 9 ms 99th, 9 ms 99.9th.")
     assert perf.HEADER.split(", ")[0] == "start.time" and len(perf.HEADER.split(", ")) == 10
+
+
+@pytest.mark.parametrize("num_records", [10, 1_700_000])    # sampling 1, and every third latency kept
+def test_perf_stats_batch_is_its_records_one_by_one(num_records):
+    """A batch's records recorded in one call add up as they do one at a time (the windows aside)."""
+    one, batched = (perf.Stats(num_records, interval_s=1000, out=io.StringIO()) for _ in range(2))
+    sends = [[one.start + 0.0013 * i for i in range(n)] for n in (1, 5, 3, 9, 2, 7)]
+    for k, sent in enumerate(sends):
+        now = one.start + 0.5 + k * 0.1
+        for t in sent:
+            one.record(int((now - t) * 1000), 100 + k, now)
+        batched.record_batch(sent, 100 + k, now)
+    fields = ("count", "bytes", "total_latency", "max_latency", "w_count", "w_bytes", "w_total", "w_max",
+              "index", "latencies")
+    assert {f: getattr(batched, f) for f in fields} == {f: getattr(one, f) for f in fields}
+    assert one.count == 27 and (num_records == 10) == (len(one.latencies) == 27)
