@@ -196,70 +196,103 @@ class RequestTimer:
 
     def __init__(self) -> None:
         self.count = 0
-        self.sums = [0.0] * len(PHASES)            # seconds, per phase, over every request
+        self.sums = [0.0] * (len(PHASES) - 1)      # seconds, per phase but the total, over every request
         self.samples: deque[tuple[float, float, float, float, float]] = deque(maxlen=RESERVOIR)
 
     def phase(self, i: int) -> Timer:
-        """Phase ``i`` of PHASES as a Timer in milliseconds (for the scrape)."""
+        """Phase ``i`` of PHASES as a Timer in milliseconds (for the scrape); the total is the
+        sum of the four phases it is made of."""
         t = Timer()
-        t.count, t.sum = self.count, self.sums[i] * 1000.0
+        t.count, t.sum = self.count, (self.sums[i] if i < len(self.sums) else sum(self.sums)) * 1000.0
         a, b = ((1, 0), (2, 1), (3, 2), (4, 3), (4, 0))[i]      # PHASES: queue, local, remote, send, total
         t.samples.extend((s[a] - s[b]) * 1000.0 for s in self.samples)
         return t
+
+
+class RequestKind:
+    """A request name and version as Kafka's RequestMetrics counts them, with the name's timer.
+    Fetch's kind is only a header's: ``split`` holds the FetchFollower and FetchConsumer kinds a
+    Fetch frame is counted as."""
+
+    __slots__ = ("name", "version", "timer", "answered", "split")
+
+    def __init__(self, name: str, version: int, timer: RequestTimer | None,
+                 split: tuple[RequestKind, RequestKind] | None = None) -> None:
+        self.name = name
+        self.version = version
+        self.timer = timer
+        self.answered = 0
+        self.split = split
 
 
 class RequestStats:
     """Kafka's RequestMetrics: requests answered per (name, version) and a RequestTimer per name.
     Request names: the API's name, with Fetch split into FetchConsumer and FetchFollower."""
 
-    __slots__ = ("counts", "timers", "names", "_named")
+    __slots__ = ("names", "timers", "_kinds")
 
     def __init__(self, names: dict[int, str]) -> None:
         self.names = names                                  # api key -> API name
-        self.counts: dict[tuple[str, int], int] = {}
         self.timers: dict[str, RequestTimer] = {}
-        self._named: dict[bytes, tuple[str, int]] = {}       # header's first 4 bytes -> (name, version)
+        self._kinds: dict[bytes, RequestKind] = {}          # header's first 4 bytes -> its kind
 
-    def name_of(self, frame: bytes) -> tuple[str, int] | None:
-        """(request name, version) from a request frame's header (no decoding beyond it)."""
+    @property
+    def counts(self) -> dict[tuple[str, int], int]:
+        """Requests answered per (name, version)."""
+        kinds = [k for kind in self._kinds.values() for k in (kind.split or (kind,))]
+        return {(k.name, k.version): k.answered for k in kinds if k.answered}
+
+    def kind_of(self, frame: bytes) -> RequestKind | None:
+        """The kind of a request frame, from its header (no decoding beyond it)."""
         if len(frame) < 10:
             return None
-        named = self._named.get(frame[:4])
-        if named is None:
+        kind = self._kinds.get(frame[:4])
+        if kind is None:
             key, version = struct.unpack_from(">hh", frame)
             name = self.names.get(key)
             if name is None:
                 return None     # (garbage is never cached: the cache holds known APIs' versions only)
-            named = self._named[frame[:4]] = (name, version)
-        if named[0] == "Fetch":   # Fetch v0-11: header v1 (client id), then the replica id
+            if name == "Fetch":
+                kind = RequestKind(name, version, None, (self._kind("FetchFollower", version),
+                                                         self._kind("FetchConsumer", version)))
+            else:
+                kind = self._kind(name, version)
+            self._kinds[frame[:4]] = kind
+        split = kind.split
+        if split is not None:   # Fetch v0-11: header v1 (client id), then the replica id
             at = 10 + max(struct.unpack_from(">h", frame, 8)[0], 0)
-            follower = len(frame) >= at + 4 and frame[at] < 0x80
-            return "FetchFollower" if follower else "FetchConsumer", named[1]
-        return named
+            return split[0] if len(frame) >= at + 4 and frame[at] < 0x80 else split[1]
+        return kind
+
+    def _kind(self, name: str, version: int) -> RequestKind:
+        timer = self.timers.get(name)
+        if timer is None:
+            timer = self.timers[name] = RequestTimer()
+        return RequestKind(name, version, timer)
 
     def record(self, answered: list[tuple[tuple, float]], sent: float) -> None:
         """Requests whose responses went to the transport at ``sent``: each (timing, ready), timing
-        being the connection's (stats, (name, version) or None, arrived, started[, parked]); a
-        request's local time ends when its handler returned (or parked: the rest is remote time).
-        One call per write, not per request (it is on every request's path)."""
-        counts, timers = self.counts, self.timers
+        being the connection's (kind or None, arrived, started[, parked]); a request's local time
+        ends when its handler returned (or parked: the rest is remote time). One call per write,
+        not per request (it is on every request's path)."""
         for timing, ready in answered:
-            named = timing[1]
-            if named is None:
+            kind = timing[0]
+            if kind is None:
                 continue
-            arrived, started = timing[2], timing[3]
-            parked = timing[4] if len(timing) > 4 else ready
-            counts[named] = counts.get(named, 0) + 1
-            t = timers.get(named[0])
-            if t is None:
-                t = timers[named[0]] = RequestTimer()
+            kind.answered += 1
+            t = kind.timer
             t.count += 1
+            arrived, started = timing[1], timing[2]
             sums = t.sums
             sums[0] += started - arrived
-            sums[1] += parked - started
-            sums[2] += ready - parked
+            if len(timing) > 3:
+                parked = timing[3]
+                sums[1] += parked - started
+                sums[2] += ready - parked
+            else:
+                parked = ready
+                sums[1] += ready - started
             sums[3] += sent - ready
-            sums[4] += sent - arrived
             t.samples.append((arrived, started, parked, ready, sent))
 
 

@@ -228,11 +228,11 @@ class ClientConnection(Generic[T]):
         return pending, body
 
 
-PRODUCE_KEY = 0
+_PRODUCE_KEY = b"\x00\x00"   # Produce's api key (0), as a request frame begins
 
 
 def _is_produce(frame: bytes) -> bool:
-    return len(frame) >= 2 and _I16.unpack_from(frame)[0] == PRODUCE_KEY
+    return frame[:2] == _PRODUCE_KEY
 
 
 class RequestTicket:
@@ -243,7 +243,7 @@ class RequestTicket:
 
     def __init__(self, frame: bytes) -> None:
         self.frame = frame
-        self.produce = _is_produce(frame)
+        self.produce = frame[:2] == _PRODUCE_KEY   # _is_produce, without a call per request
         self.answered = False
         self.response: bytes | None = None
         self.context: Any = None
@@ -302,6 +302,9 @@ class ServerConnection:
         due, in request order (none while an earlier request is still unanswered)."""
         ticket.answered, ticket.response = True, response
         owed = self._owed
+        if len(owed) == 1 and owed[0] is ticket:   # the common case: the only request owed
+            owed.popleft()
+            return [ticket]
         due = []
         while owed and owed[0].answered:
             due.append(owed.popleft())

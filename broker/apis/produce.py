@@ -103,9 +103,9 @@ def handle_one(ctx: BrokerContext, rc: RequestContext | None, version: int, one:
     if code:
         return _one_answer(acks, version, topic, index, produce_error(code))
     tp = (topic, index)
-    done = ctx.replica_manager.append_records(one.timeout_ms, acks, {tp: records})
-    if done.done:
-        return _one_answer(acks, version, topic, index, done.result[tp])
+    done = ctx.replica_manager.append_one(one.timeout_ms, acks, tp, records)
+    if isinstance(done, dict):
+        return _one_answer(acks, version, topic, index, done)
     return to_deferred(done).addCallback(lambda results: _one_answer(acks, version, topic, index, results[tp]))
 
 

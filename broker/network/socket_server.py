@@ -167,7 +167,7 @@ class KafkaConnection(protocol.Protocol):
                 self._tls_principal()
             stats = self.factory.request_stats if self.factory is not None else None
             if stats is not None:
-                ticket.context = (stats, stats.name_of(frame), self._arrivals.popleft() if self._arrivals
+                ticket.context = (stats.kind_of(frame), self._arrivals.popleft() if self._arrivals
                                   else perf_counter(), perf_counter())
             try:
                 if self.sasl is not None and not self.sasl.complete:
@@ -186,7 +186,7 @@ class KafkaConnection(protocol.Protocol):
                 log.exception("unexpected error handling a request from %s; closing the connection", self.peer)
                 self._close_now("unexpected error")
                 return
-            if is_deferred(result):
+            if type(result) is not bytes and is_deferred(result):
                 if result.called:  # finished synchronously: take its result without recursing
                     box: list[Any] = []
                     result.addBoth(box.append)
@@ -271,7 +271,7 @@ class KafkaConnection(protocol.Protocol):
             if hold:   # recorded now: a response held back by a throttle counts as handed over when ready
                 if timing is not None:
                     ticket.context = None
-                    timing[0].record([(timing, ready)], perf_counter())
+                    self._record([(timing, ready)])
                 return
         if timing is not None:
             ticket.context = (timing, ready)
@@ -299,7 +299,13 @@ class KafkaConnection(protocol.Protocol):
                 self.last_active = self.factory.clock.seconds()
         if self._sent_timings:
             sent, self._sent_timings = self._sent_timings, []
-            sent[0][0][0].record(sent, perf_counter())   # every timing holds the factory's RequestStats first
+            self._record(sent)
+
+    def _record(self, answered: list[tuple[tuple, float]]) -> None:
+        """Record the timings of requests just handed to the transport (there are timings only
+        when the factory has request stats)."""
+        assert self.factory is not None
+        self.factory.request_stats.record(answered, perf_counter())
 
     def _failed_authentication(self, why: str) -> None:
         """Handle nothing more, and close after connection.failed.authentication.delay.ms (Kafka's

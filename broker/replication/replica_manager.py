@@ -365,11 +365,26 @@ class ReplicaManager(IsrMaintenance):
         """Append to leaders; completes with per-partition response dicts (later for acks=-1).
         ``origin`` "coordinator" lets the group/txn coordinators write transactional batches
         without sequence numbers (base sequence -1)."""
+        return self._append_and_wait(timeout_ms, required_acks, entries, self._records_append(required_acks, origin),
+                                     self.topic_stats)
+
+    def append_one(self, timeout_ms: int, required_acks: int, tp: TopicPartition, records: bytes
+                   ) -> dict | Completion[dict[TopicPartition, dict]]:
+        """``append_records`` of one client partition: its response dict when it is known at once,
+        else (acks=-1 waiting for the ISR) the Completion ``append_records`` returns."""
+        result, required = self._append_partition(tp, records, self._records_append(required_acks, "client"),
+                                                   self.topic_stats)
+        if required_acks != -1 or required < 0:
+            return result
+        waiting = self._wait_for_replicas(timeout_ms, {tp: result}, {tp: required})
+        return waiting.result[tp] if waiting.done else waiting
+
+    def _records_append(self, required_acks: int, origin: str) -> Callable[[TopicPartition, Partition, bytes], Any]:
         def append(tp: TopicPartition, p: Partition, records: bytes) -> Any:
             # min.insync.replicas matters to acks=-1 only (a topic config lookup per partition)
             min_isr = self.min_insync_replicas(tp[0]) if required_acks == -1 else 1
             return p.append_as_leader(records, required_acks, min_isr, self.now_ms(), origin)
-        return self._append_and_wait(timeout_ms, required_acks, entries, append, self.topic_stats)
+        return append
 
     def append_txn_markers(self, timeout_ms: int, markers: dict[TopicPartition, tuple[int, int, bool, int]]
                            ) -> Completion[dict[TopicPartition, dict]]:
@@ -384,31 +399,41 @@ class ReplicaManager(IsrMaintenance):
                          ) -> Completion[dict[TopicPartition, dict]]:
         results: dict[TopicPartition, dict] = {}
         required: dict[TopicPartition, int] = {}
-        partitions = self.partitions
-        for tp, records in entries.items():
-            counts = count_request(stats, tp[0], TOTAL_PRODUCE)
-            try:
-                p = partitions.get(tp)
-                if p is None or p.leader_id != self.broker_id or p.log is None:   # is_leader, in place
-                    p = self.leader_partition(tp)   # raises Kafka's error for it
-                info = append(tp, p, records)
-                count_append(counts, info.last_offset - info.first_offset + 1, len(records))
-                results[tp] = {"error_code": 0, "base_offset": info.first_offset,
-                               "log_append_time_ms": info.log_append_time,
-                               "log_start_offset": info.log_start_offset}
-                required[tp] = info.last_offset + 1
-                self.fetch_purgatory.check_and_complete(tp)
-            except KafkaError as e:
-                if e.code not in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
-                    log.info("produce to %s-%d failed: %s", tp[0], tp[1], e)
-                results[tp] = produce_error(e.code, e)
-                count_failure(counts, FAILED_PRODUCE, e.code)
-            except Exception:
-                log.exception("produce to %s-%d failed", *tp)
-                results[tp] = produce_error(ErrorCode.UNKNOWN_SERVER_ERROR)
-                count_failure(counts, FAILED_PRODUCE, ErrorCode.UNKNOWN_SERVER_ERROR)
+        for tp, item in entries.items():
+            results[tp], offset = self._append_partition(tp, item, append, stats)
+            if offset >= 0:
+                required[tp] = offset
         if required_acks != -1 or not required:
             return Completion.completed(results)
+        return self._wait_for_replicas(timeout_ms, results, required)
+
+    def _append_partition(self, tp: TopicPartition, item: Any, append: Callable[[TopicPartition, Partition, Any], Any],
+                          stats: TopicStats | None) -> tuple[dict, int]:
+        """One partition's append as leader: (its response dict, the offset acks=-1 waits for, or -1
+        when nothing was appended)."""
+        counts = count_request(stats, tp[0], TOTAL_PRODUCE)
+        try:
+            p = self.partitions.get(tp)
+            if p is None or p.leader_id != self.broker_id or p.log is None:   # is_leader, in place
+                p = self.leader_partition(tp)   # raises Kafka's error for it
+            info = append(tp, p, item)
+            count_append(counts, info.last_offset - info.first_offset + 1, len(item))
+            self.fetch_purgatory.check_and_complete(tp)
+            return {"error_code": 0, "base_offset": info.first_offset, "log_append_time_ms": info.log_append_time,
+                    "log_start_offset": info.log_start_offset}, info.last_offset + 1
+        except KafkaError as e:
+            if e.code not in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
+                log.info("produce to %s-%d failed: %s", tp[0], tp[1], e)
+            count_failure(counts, FAILED_PRODUCE, e.code)
+            return produce_error(e.code, e), -1
+        except Exception:
+            log.exception("produce to %s-%d failed", *tp)
+            count_failure(counts, FAILED_PRODUCE, ErrorCode.UNKNOWN_SERVER_ERROR)
+            return produce_error(ErrorCode.UNKNOWN_SERVER_ERROR), -1
+
+    def _wait_for_replicas(self, timeout_ms: int, results: dict[TopicPartition, dict],
+                           required: dict[TopicPartition, int]) -> Completion[dict[TopicPartition, dict]]:
+        """acks=-1: complete with ``results`` once the ISR has each ``required`` offset (or time is up)."""
         done: Completion[dict[TopicPartition, dict]] = Completion()
         statuses = {tp: ProducePartitionStatus(required.get(tp, -1), res, pending=tp in required)
                     for tp, res in results.items()}
