@@ -2,9 +2,10 @@
 
 Invariant: every exported metric name is declared once, in ``NAMES`` (name -> type, Kafka MBean,
 help); nothing else in odradek spells one. The hot path only adds to plain counters held here
-(``TopicStats``: one dict lookup and an add; ``RequestStats.record``: one per finished request,
-on the reactor thread); everything else is read from the broker's own state when Prometheus
-scrapes (``broker/metrics_collector.py``), so a broker nobody scrapes pays nothing for gauges.
+(``TopicStats``: one dict lookup and an add; ``RequestStats.record``: once per socket write, for
+the requests it answered, on the reactor thread); everything else is read from the broker's own
+state when Prometheus scrapes (``broker/metrics_collector.py``), so a broker nobody scrapes pays
+nothing for gauges.
 Each ``KafkaServer`` has its own ``CollectorRegistry`` (never prometheus_client's global one), so
 brokers in one process, and tests, never see each other's figures. Timers (request phases,
 leader elections) keep the last ``RESERVOIR`` samples, like Yammer's default reservoir, and are

@@ -284,6 +284,11 @@ class RecordAccumulator:
             self.appends += 1
             return FutureRecordMetadata(batch.result, delta, timestamp, ksize, vsize), True
 
+    def queued_batches(self, tp: TopicPartition) -> int:
+        """Batches of ``tp`` not yet taken by the sender (the last one still open to appends)."""
+        dq = self._batches.get(tp)
+        return len(dq) if dq else 0
+
     def incomplete(self) -> list[ProduceResult]:
         with self._lock:
             return list(self._incomplete)

@@ -164,10 +164,13 @@ class Producer:
         sender = self._sender
         if sender.sleeping and (new_batch or self._linger0):
             sender.wakeup()
-        if new_batch:
-            # the batch before is ready for the sender thread: let it have the GIL now. A thread
-            # waiting for it gets it from one that keeps running only after the switch interval
-            # (5 ms), and meanwhile an unthrottled producer's records pile up in buffer.memory.
+        if new_batch and self._acc.queued_batches(tp) > 1:
+            # a full batch waits for the sender thread: let it have the GIL now. A thread waiting
+            # for it gets it from one that keeps running only after the switch interval (5 ms),
+            # and meanwhile an unthrottled producer's records pile up in buffer.memory. (Not when
+            # the sender took the batch before: handed the GIL then, it would take this batch
+            # with its one record, and with linger.ms=0 a producer sending flat out would settle
+            # into batches of a few records, at half the rate.)
             time.sleep(0)
         if callback is not None:
             fut.add_callback(lambda md: callback(md, None))

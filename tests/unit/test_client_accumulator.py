@@ -58,6 +58,21 @@ def test_full_batch_is_ready_and_starts_a_new_one():
     assert len(drained[1]) == 1                    # one batch per partition per request
 
 
+def test_queued_batches_tell_a_full_batch_waiting_from_one_taken():
+    """What the producer hands the GIL to its sender for: a new batch behind a full one, not a
+    new batch after the sender took the one before."""
+    a = acc(batch_size=1024, linger_ms=0)
+    assert a.queued_batches(TP0) == 0
+    assert append(a, TP0)[1] is True and a.queued_batches(TP0) == 1
+    while not append(a, TP0)[1]:
+        pass                                       # ... until the batch is full: a new one behind it
+    assert a.queued_batches(TP0) == 2
+    a.drain({1}, leader, 1 << 20, time.monotonic())
+    a.drain({1}, leader, 1 << 20, time.monotonic())
+    assert a.queued_batches(TP0) == 0
+    assert append(a, TP0)[1] is True and a.queued_batches(TP0) == 1   # the sender took the one before
+
+
 def test_abort_on_new_batch_for_sticky_partitioning():
     a = acc(batch_size=200)
     fut, new = append(a, TP0)
