@@ -74,6 +74,8 @@ class Completion(Generic[T]):
 
     def map(self, fn: Callable[[T], U]) -> "Completion[U]":
         """A Completion of ``fn(value)``."""
+        if self._done:
+            return Completion.completed(fn(self._value))
         out: Completion[U] = Completion()
         self.add_callback(lambda value: out.complete(fn(value)))
         return out

@@ -69,12 +69,14 @@ class CoordinatorPartitions:
         with the produce error and the batch's base offset once the acks are met."""
         tp = (self.topic, partition)
 
-        def result(results: dict[TopicPartition, dict]) -> AppendResult:
-            error = ErrorCode(results[tp]["error_code"])
-            return AppendResult(error, int(results[tp].get("base_offset", -1)) if error == ErrorCode.NONE else -1)
+        def result(answer: dict) -> AppendResult:
+            error = ErrorCode(answer["error_code"])
+            return AppendResult(error, int(answer.get("base_offset", -1)) if error == ErrorCode.NONE else -1)
 
-        return self.replica_manager.append_records(timeout_ms, required_acks, {tp: batch},
-                                                   origin="coordinator").map(result)
+        done = self.replica_manager.append_one(timeout_ms, required_acks, tp, batch, origin="coordinator")
+        if isinstance(done, dict):
+            return Completion.completed(result(done))
+        return done.map(lambda results: result(results[tp]))
 
     # ------------------------------------------------------------ leadership
     def on_leadership_change(self, leaders: Iterable[Any], followers: Iterable[Any]) -> None:

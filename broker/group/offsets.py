@@ -198,9 +198,7 @@ class GroupMetadataManager:
             raw = self._append_fn(partition, batch)
         except KafkaError as exc:
             return Completion.completed(AppendResult(ErrorCode(exc.code)))
-        done: Completion[AppendResult] = Completion()
-        raw.add_callback(lambda value: done.complete(AppendResult.of(value)))
-        return done
+        return raw.map(AppendResult.of)
 
     def group_value(self, group: GroupMetadata, assignment: dict[str, bytes]) -> GroupValue:
         protocol = group.protocol_name

@@ -368,12 +368,12 @@ class ReplicaManager(IsrMaintenance):
         return self._append_and_wait(timeout_ms, required_acks, entries, self._records_append(required_acks, origin),
                                      self.topic_stats)
 
-    def append_one(self, timeout_ms: int, required_acks: int, tp: TopicPartition, records: bytes
-                   ) -> dict | Completion[dict[TopicPartition, dict]]:
-        """``append_records`` of one client partition: its response dict when it is known at once,
-        else (acks=-1 waiting for the ISR) the Completion ``append_records`` returns."""
-        result, required = self._append_partition(tp, records, self._records_append(required_acks, "client"),
-                                                   self.topic_stats)
+    def append_one(self, timeout_ms: int, required_acks: int, tp: TopicPartition, records: bytes,
+                   origin: str = "client") -> dict | Completion[dict[TopicPartition, dict]]:
+        """``append_records`` of one partition: its response dict when it is known at once, else
+        (acks=-1 waiting for the ISR) the Completion ``append_records`` returns."""
+        result, required = self._append_partition(tp, records, self._records_append(required_acks, origin),
+                                                  self.topic_stats)
         if required_acks != -1 or required < 0:
             return result
         waiting = self._wait_for_replicas(timeout_ms, {tp: result}, {tp: required})
