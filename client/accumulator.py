@@ -15,8 +15,8 @@ import threading
 import time
 from typing import Any, Callable, Iterable, Sequence
 
-from odradek.protocol.errors import KafkaError
 from odradek.protocol import record_batch
+from odradek.protocol.errors import KafkaError
 from odradek.protocol.records import BatchBuilder
 
 from .structs import KafkaTimeoutError, RecordMetadata, TopicPartition

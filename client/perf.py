@@ -51,8 +51,7 @@ class Stats:
             self.latencies.append(latency_ms)
         self.index += 1
         if now - self.window_start >= self.interval:
-            self.print_window(now)
-            self.window_start, self.w_count, self.w_bytes, self.w_max, self.w_total = now, 0, 0, 0, 0
+            self._end_window(now)
 
     def record_batch(self, sent: list[float], nbytes: int, now: float) -> None:
         """``record`` of records of ``nbytes`` each sent at ``sent`` that completed together at
@@ -71,8 +70,11 @@ class Stats:
         self.latencies += latencies[-self.index % step::step]   # the records whose index % step == 0
         self.index += n
         if now - self.window_start >= self.interval:
-            self.print_window(now)
-            self.window_start, self.w_count, self.w_bytes, self.w_max, self.w_total = now, 0, 0, 0, 0
+            self._end_window(now)
+
+    def _end_window(self, now: float) -> None:
+        self.print_window(now)
+        self.window_start, self.w_count, self.w_bytes, self.w_max, self.w_total = now, 0, 0, 0, 0
 
     def print_window(self, now: float) -> None:
         elapsed = max(now - self.window_start, 1e-9)

@@ -93,7 +93,8 @@ class Producer:
     # -- sending -------------------------------------------------------------------
 
     def _partitions(self, topic: str) -> tuple[list[int], list[int]]:
-        """The topic's partitions and its available ones, cached until the cluster's metadata changes."""
+        """The topic's partitions and its available ones, read from the cluster and kept for
+        ``send`` (which reads them in place) until the cluster's metadata changes."""
         cluster = self._cluster
         parts = cluster.partitions_for(topic)
         if parts is None:
