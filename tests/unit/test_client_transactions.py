@@ -534,9 +534,11 @@ def test_perf_producer_transactions_commit_every_duration(broker):
     import io
     from odradek.client import perf
     out = io.StringIO()
+    # 300 records at 2,000/s take at least 149.5 ms however fast the producer is (the throttle
+    # holds it back), so a 50 ms transaction commits at least once before the last one's commit
     rc = perf.producer_perf(["--bootstrap-server", broker.bootstrap, "--topic", "t", "--num-records", "300",
-                             "--record-size", "10", "--throughput", "-1", "--transactional-id", "perf-tx",
-                             "--transaction-duration-ms", "1", "--producer-props", "linger.ms=0"], out=out)
+                             "--record-size", "10", "--throughput", "2000", "--transactional-id", "perf-tx",
+                             "--transaction-duration-ms", "50", "--producer-props", "linger.ms=0"], out=out)
     assert rc == 0 and out.getvalue().splitlines()[-1].startswith("300 records sent, ")
     ends = broker.kinds()
     assert ends.count("InitProducerId") == 1 and ("InitProducerId", "perf-tx", -1, -1) in broker.txn_log
