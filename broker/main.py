@@ -17,6 +17,7 @@ from typing import Any
 from twisted.internet import defer
 
 from .config.kafka_config import ConfigError, KafkaConfig
+from .gc_schedule import CollectorSchedule
 from .server import KafkaServer, StartupError
 
 log = logging.getLogger(__name__)
@@ -96,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: reactor.callFromThread(stop_once))
     reactor.callWhenRunning(start)
+    reactor.callWhenRunning(CollectorSchedule(reactor).start)
     reactor.addSystemEventTrigger("before", "shutdown", lambda: defer.Deferred.fromCoroutine(server.shutdown()))
     reactor.run(installSignalHandlers=False)
     return exit_code[0]

@@ -70,9 +70,11 @@ class TopicIdWriter:
     """partition.metadata files queued in memory until a thread has written them; one batch on
     the thread at a time (the next one gathers what is queued meanwhile)."""
 
-    def __init__(self, run_blocking: Callable[..., Any] | None = None):
+    def __init__(self, run_blocking: Callable[..., Any] | None = None,
+                 on_failed: Callable[[str], None] = lambda log_dir: None):
         # (fn, *args) -> Deferred; None = write inline (sans-IO tests)
         self.run_blocking = run_blocking
+        self.on_failed = on_failed   # told each log dir whose file could not be written
         self._pending: dict[str, uuid.UUID] = {}
         self._batch: list[tuple[str, uuid.UUID]] = []
         self._running = False
@@ -120,10 +122,11 @@ class TopicIdWriter:
 
     def _written(self, batch: list[tuple[str, uuid.UUID]], failed: list[tuple[str, str]]) -> None:
         self._running = False
-        for log_dir, error in failed:   # the next LeaderAndIsr queues it again
-            log.error("writing %s in %s failed: %s", FILE_NAME, log_dir, error)
         for log_dir, topic_id in batch:
             if self._pending.get(log_dir) == topic_id:
                 del self._pending[log_dir]
+        for log_dir, error in failed:   # the next LeaderAndIsr queues it again
+            log.error("writing %s in %s failed: %s", FILE_NAME, log_dir, error)
+            self.on_failed(log_dir)
         log.debug("wrote %d %s files (%d failed)", len(batch) - len(failed), FILE_NAME, len(failed))
         self.flush()

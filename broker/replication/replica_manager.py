@@ -73,8 +73,8 @@ class ReplicaManager(IsrMaintenance):
         self.delete_records_purgatory = Purgatory("delete-records", scheduler)
         self._checkpoint_hws: dict[TopicPartition, int] = {}
         # partition.metadata written in one batch per LeaderAndIsr on a thread (``run_blocking``)
-        self.topic_ids = TopicIdWriter(run_blocking)
-        # logs whose partition.metadata was read and matched (not read again at every LeaderAndIsr)
+        self.topic_ids = TopicIdWriter(run_blocking, on_failed=self._unconfirm_topic_id)
+        # logs whose partition.metadata matched or is queued (not read again at every LeaderAndIsr)
         self._confirmed_topic_ids: weakref.WeakKeyDictionary[Any, uuid.UUID] = weakref.WeakKeyDictionary()
         # Hooks for the replica fetcher manager: called with lists of Partitions / tps.
         self.on_become_follower: Callable[[list[Partition]], None] = lambda parts: None
@@ -260,19 +260,27 @@ class ReplicaManager(IsrMaintenance):
 
     def _check_topic_id(self, tp: TopicPartition, log_: Any, topic_id: uuid.UUID) -> None:
         """The log must belong to the topic with this id (``partition_metadata``); a new log is
-        marked with it (queued: written after the request, off the reactor)."""
+        marked with it (queued: written after the request, off the reactor). Its file is read
+        at most once per log object, and not at all for a log this process marked: the next
+        LeaderAndIsr of a partition (an ISR change bumps its leader epoch) reads no file on the
+        reactor."""
         if self._confirmed_topic_ids.get(log_) == topic_id:
-            return   # its file said so before, and a partition.metadata file never changes
+            return   # its file said so before, or will (queued), and the file never changes
         stored = self.topic_ids.stored(log_.dir)
         if stored is None:
             self.topic_ids.queue(log_.dir, topic_id)
-        elif stored == topic_id:
-            self._confirmed_topic_ids[log_] = topic_id
-        else:
+        elif stored != topic_id:
             raise KafkaError(ErrorCode.INCONSISTENT_TOPIC_ID,
                              f"the log of {tp[0]}-{tp[1]} belongs to topic id {topic_id_string(stored)}, not "
                              f"{topic_id_string(topic_id)} (a topic of the same name deleted while this broker "
                              "was away): remove it to let this broker replicate the new topic")
+        self._confirmed_topic_ids[log_] = topic_id
+
+    def _unconfirm_topic_id(self, log_dir: str) -> None:
+        """Its queued partition.metadata could not be written: the next LeaderAndIsr checks the
+        disk and queues it again."""
+        for lg in [lg for lg in self._confirmed_topic_ids if lg.dir == log_dir]:
+            del self._confirmed_topic_ids[lg]
 
     def become_follower(self, partitions: list[Partition]) -> None:
         """Hook for the replica fetcher: start fetching these partitions from their leaders."""

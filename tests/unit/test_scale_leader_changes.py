@@ -8,6 +8,7 @@ import os
 import pytest
 from twisted.internet import defer
 
+from odradek.broker.log import partition_metadata
 from odradek.broker.log.partition_metadata import FILE_NAME, read_topic_id
 from odradek.broker.metadata_cache import PartitionMetadata
 from odradek.broker.replication.delayed import DelayedFetch, FetchParams, FetchPartition, Purgatory
@@ -70,6 +71,26 @@ def test_one_batch_per_leader_and_isr_written_off_the_reactor(b):
     lg = b.log_manager.get_log(("t", 0))
     assert sorted(os.listdir(lg.dir)).count(FILE_NAME + ".tmp") == 0   # renamed into place
     assert lead(b, "t", ids, 50, epoch=2)[("t", 0)] == ErrorCode.NONE and not b.thread.jobs
+
+
+def test_a_log_marked_by_this_broker_reads_no_file_at_its_next_leader_and_isr(b, monkeypatch):
+    reads: list[str] = []
+
+    def counting_read(log_dir):
+        reads.append(log_dir)
+        return read_topic_id(log_dir)
+    monkeypatch.setattr(partition_metadata, "read_topic_id", counting_read)
+    ids = {"t": new_topic_id()}
+    lead(b, "t", ids, 20)
+    assert len(reads) == 20                      # a new log: its (missing) file looked for once
+    b.thread.run_next()
+    assert set(metadata_files(b).values()) == {ids["t"]}
+    reads.clear()
+    assert set(lead(b, "t", ids, 20, epoch=1).values()) == {ErrorCode.NONE}   # an ISR change
+    assert reads == [] and not b.thread.jobs
+    # another id is still refused, from the file on disk
+    assert lead(b, "t", {"t": new_topic_id()}, 1, epoch=2)[("t", 0)] == ErrorCode.INCONSISTENT_TOPIC_ID
+    assert len(reads) == 1
 
 
 def test_a_deleted_log_gets_no_file_from_a_batch_still_queued(b):

@@ -1,0 +1,76 @@
+"""CollectorSchedule: the cycle collector's work in proportion to what is new, not to the heap.
+
+Invariant: every ``freeze_interval_s`` the objects that are new since the last tick are
+collected (a collection that traverses only them), and the survivors frozen; so CPython's
+automatic collections, the full one included, traverse only objects at most one interval old.
+A tick first unfreezes everything, so that its collection is a full one, when the heap (the
+interpreter's allocated blocks) has grown by a quarter since the last full one (as CPython's
+own rule for its oldest generation) or ``full_interval_s`` has passed. A reference cycle among
+objects that were alive at a tick (a connection's objects, say, once it closes) is so reclaimed
+before such garbage is a quarter of the heap, and within the interval. Reference counting frees
+every object outside a cycle at once, as always.
+
+Why: a broker keeps a few objects per partition for its whole life (logs, segments, indexes,
+partition and metadata state), and with CPython's defaults each full collection traversed all of
+them. At 10,000 partitions on three brokers a full collection took 200-570 ms, collected
+nothing, and ran several times a second while leadership moved, because the objects of one
+LeaderAndIsr or UpdateMetadata of thousands of partitions are enough to trigger one. The
+reactor stood still meanwhile.
+"""
+from __future__ import annotations
+
+import gc
+import logging
+import sys
+import time
+from typing import Any
+
+from twisted.internet import task
+
+log = logging.getLogger(__name__)
+
+FREEZE_INTERVAL_S = 1.0
+FULL_INTERVAL_S = 3600.0
+OLDEST_THRESHOLD = 1000   # middle-generation collections before an automatic full one (CPython: 10)
+FULL_GROWTH = 1.25        # allocated blocks, against their count after the last full collection
+
+
+class CollectorSchedule:
+    def __init__(self, clock: Any, freeze_interval_s: float = FREEZE_INTERVAL_S,
+                 full_interval_s: float = FULL_INTERVAL_S):
+        self.freeze_interval_s = freeze_interval_s
+        self.full_every = max(1, round(full_interval_s / freeze_interval_s))   # in ticks
+        self._ticks = self.full_every   # the first tick is a full collection
+        self._base = 0                  # allocated blocks after the last full collection
+        self._thresholds = gc.get_threshold()
+        self._loop = task.LoopingCall(self._tick)
+        self._loop.clock = clock
+
+    def start(self) -> None:
+        """The first tick now (what startup built is old already), then on schedule. The
+        automatic collections keep their young generations' thresholds; the oldest one is left
+        to the ticks."""
+        young, middle, _ = self._thresholds
+        gc.set_threshold(young, middle, OLDEST_THRESHOLD)
+        self._loop.start(self.freeze_interval_s, now=True)
+
+    def stop(self) -> None:
+        """Back to CPython's own schedule."""
+        if self._loop.running:
+            self._loop.stop()
+        gc.unfreeze()
+        gc.set_threshold(*self._thresholds)
+
+    def _tick(self) -> None:
+        self._ticks += 1
+        # (sys.getallocatedblocks is cheap; gc.get_freeze_count walks every frozen object)
+        full = self._ticks >= self.full_every or sys.getallocatedblocks() > self._base * FULL_GROWTH
+        t0 = time.perf_counter()
+        if full:
+            gc.unfreeze()
+        collected = gc.collect()
+        gc.freeze()
+        if full:
+            self._ticks, self._base = 0, sys.getallocatedblocks()
+            log.debug("full collection: %d objects collected in %.0f ms", collected,
+                      (time.perf_counter() - t0) * 1000)
