@@ -66,6 +66,11 @@ OFFSET_KEY_VERSION = 1
 GROUP_KEY_VERSION = 2
 GROUP_VALUE_VERSION = 3
 _VERSION = struct.Struct(">h")
+_VALUE_V3 = struct.Struct(">hqih")   # version 3, offset, leader epoch, metadata's length
+_VALUE_V1 = struct.Struct(">hqh")    # version 1, offset, metadata's length
+_INT64 = struct.Struct(">q")
+_TWO_INT64 = struct.Struct(">qq")
+_MAX_INT16 = 2**15 - 1
 
 
 class GroupRecordError(ValueError):
@@ -150,6 +155,14 @@ def encode_offset_commit(group: str, topic: str, partition: int, value: OffsetVa
     if value is None:
         return key, None
     version = offset_value_version(value) if value_version is None else value_version
+    metadata = value.metadata.encode()
+    if len(metadata) <= _MAX_INT16:   # the versions Kafka 2.8 writes, packed in place (the schema's bytes)
+        if version == 3:
+            return key, b"".join((_VALUE_V3.pack(3, value.offset, value.leader_epoch, len(metadata)), metadata,
+                                  _INT64.pack(value.commit_timestamp)))
+        if version == 1:
+            return key, b"".join((_VALUE_V1.pack(1, value.offset, len(metadata)), metadata,
+                                  _TWO_INT64.pack(value.commit_timestamp, value.expire_timestamp)))
     return key, _with_version(OffsetCommitValue, version, {
         "offset": value.offset, "leader_epoch": value.leader_epoch,
         "metadata": value.metadata, "commit_timestamp": value.commit_timestamp,

@@ -83,6 +83,7 @@ _ZZ1 = [(b >> 1) ^ -(b & 1) for b in range(128)]
 
 _NULL = b"\x01"  # varint(-1)
 _ZERO = b"\x00"  # varint(0): attributes byte, and "no headers"
+_HEADER_HEAD = struct.Struct(">qiibI")      # baseOffset .. crc
 _HEADER_TAIL = struct.Struct(">hiqqqhii")  # attributes .. recordsCount
 
 
@@ -195,24 +196,14 @@ class BatchBuilder:
         if self.compression != NONE:
             records = compress(self.compression, records)
         attributes = self.compression | (record_batch.TRANSACTIONAL_MASK if self.is_transactional else 0)
-        header = BatchHeader(
-            base_offset=self.base_offset,
-            batch_length=record_batch.HEADER_SIZE - record_batch.LOG_OVERHEAD + len(records),
-            partition_leader_epoch=self.partition_leader_epoch,
-            magic=record_batch.MAGIC,
-            crc=0,
-            attributes=attributes,
-            last_offset_delta=self._count - 1,
-            base_timestamp=self._base_ts,
-            max_timestamp=self._max_ts,
-            producer_id=self.producer_id,
-            producer_epoch=self.producer_epoch,
-            base_sequence=self.base_sequence,
-            records_count=self._count,
-        )
-        head = record_batch.pack_header(header)
-        crc = crc32c(records, crc32c(memoryview(head)[record_batch.CRC_START:]))
-        return record_batch.pack_header(header._replace(crc=crc)) + records
+        count = self._count
+        # what the CRC covers (attributes .. recordsCount, then the records), then what precedes it
+        tail = _HEADER_TAIL.pack(attributes, count - 1, self._base_ts, self._max_ts, self.producer_id,
+                                 self.producer_epoch, self.base_sequence, count)
+        crc = crc32c(records, crc32c(tail))
+        head = _HEADER_HEAD.pack(self.base_offset, record_batch.HEADER_SIZE - record_batch.LOG_OVERHEAD + len(records),
+                                 self.partition_leader_epoch, record_batch.MAGIC, crc)
+        return head + tail + records
 
 
 # --- decoding --------------------------------------------------------------

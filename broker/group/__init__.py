@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Protocol
+from typing import Any, Callable, Mapping, NamedTuple, Protocol
 
 from odradek.broker.completion import Completion
 from odradek.protocol.errors import ErrorCode
@@ -64,19 +64,14 @@ class CallLaterTimer:
             handle.cancel()
 
 
-@dataclass(frozen=True)
-class AppendResult:
+class AppendResult(NamedTuple):
     """The produce outcome of one append: its error and the batch's base offset (-1 unknown)."""
 
     error: ErrorCode
     base_offset: int = -1
 
-    @classmethod
-    def of(cls, value: "AppendResult | ErrorCode | int") -> "AppendResult":
-        return value if isinstance(value, AppendResult) else cls(ErrorCode(value))
 
-
-AppendFn = Callable[[int, bytes], Completion[AppendResult] | Completion[ErrorCode]]
+AppendFn = Callable[[int, bytes], Completion[AppendResult]]
 """append(partition, record_batch) -> completion of the produce outcome (acks=-1)."""
 
 

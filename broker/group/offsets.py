@@ -195,10 +195,9 @@ class GroupMetadataManager:
     def write(self, partition: int, batch: bytes) -> Completion[AppendResult]:
         """Append an already built batch (e.g. from ``expire_offsets``)."""
         try:
-            raw = self._append_fn(partition, batch)
+            return self._append_fn(partition, batch)
         except KafkaError as exc:
             return Completion.completed(AppendResult(ErrorCode(exc.code)))
-        return raw.map(AppendResult.of)
 
     def group_value(self, group: GroupMetadata, assignment: dict[str, bytes]) -> GroupValue:
         protocol = group.protocol_name
@@ -239,9 +238,8 @@ class GroupMetadataManager:
         group.prepare_offset_commit(valid)
         _warn_if_mixed(group)
         records = [encode_offset_commit(group.group_id, tp[0], tp[1], o) for tp, o in valid.items()]
-        done: Completion[dict[TopicPartition, ErrorCode]] = Completion()
 
-        def appended(result: AppendResult) -> None:
+        def appended(result: AppendResult) -> dict[TopicPartition, ErrorCode]:
             error = offset_write_error(result.error)
             if not group.is_(GroupState.DEAD):
                 for tp, o in valid.items():
@@ -249,10 +247,9 @@ class GroupMetadataManager:
                         group.on_offset_commit_append(tp, o, result.base_offset)
                     else:
                         group.fail_pending_offset_write(tp)
-            done.complete(answer(error))
+            return answer(error)
 
-        self.append(self.partition_for(group.group_id), records).add_callback(appended)
-        return done
+        return self.append(self.partition_for(group.group_id), records).map(appended)
 
     def store_txn_offsets(self, group: GroupMetadata, producer_id: int, producer_epoch: int,
                           offsets: dict[TopicPartition, OffsetAndMetadata]

@@ -14,8 +14,9 @@ The record walk is ``scan_records``: the C scanner ``protocol/_records.c:scan`` 
 when the install could compile it, else ``_scan_py``, the same check in Python (about
 1.5 µs per record). Both accept exactly the same batches (tests/unit/test_batch_validation.py).
 With the C module, a producer's common batch (uncompressed, CreateTime, on a topic whose records
-need no look of their own) is checked whole by ``_records.c:check_client_batch`` and its CRC here;
-anything it declines is checked step by step below, which answers it
+need no look of their own) is checked whole by ``_records.c:check_client_batch`` and its CRC here,
+and so is a coordinator's (commits, group and transaction state: no per-record checks apply to
+them); anything it declines is checked step by step below, which answers it
 (tests/unit/test_batch_validation.py holds the two to the same verdicts).
 
 Where odradek differs from Kafka 2.8: offset deltas of uncompressed batches are checked too
@@ -99,8 +100,9 @@ def validate_leader(buf: bytes | bytearray, checks: LeaderChecks, now_ms: int, f
         raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "empty records")
     if from_client and len(buf) > MAGIC_OFFSET and buf[MAGIC_OFFSET] > rb.MAGIC:
         raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"Invalid magic found in record: {buf[MAGIC_OFFSET]}")
-    if from_client and _check_client_batch is not None and checks.plain:
-        fields = _check_client_batch(buf, checks.max_message_bytes)   # the common batch, checked in one call
+    if _check_client_batch is not None and (checks.plain or not from_client):
+        # the common batch, checked in one call (a coordinator's records need no look of their own)
+        fields = _check_client_batch(buf, checks.max_message_bytes)
         if fields is not None and rb.compute_crc(buf, 0, len(buf)) == fields[4] and len(buf) <= checks.segment_bytes:
             return [(0, rb.header_of(fields))]
     if from_client:   # one batch filling the records is the rule; anything else is checked batch by batch

@@ -384,6 +384,10 @@ class ReplicaManager(IsrMaintenance):
                                                   self.topic_stats)
         if required_acks != -1 or required < 0:
             return result
+        reached, code = self._check_replicas_reached(tp, required)
+        if reached:   # the ISR has it already (it is this broker alone): nothing to park
+            result["error_code"] = int(code)
+            return result
         waiting = self._wait_for_replicas(timeout_ms, {tp: result}, {tp: required})
         return waiting.result[tp] if waiting.done else waiting
 

@@ -7,6 +7,7 @@ HW, producer state), and the next valid batch must append at the same offset.
 """
 from __future__ import annotations
 
+import itertools
 import os
 import struct
 
@@ -452,15 +453,21 @@ _HEADER_CHANGES = ([("base_offset", v) for v in (1, -1)] + [("magic", v) for v i
                    + [("producer_epoch", v) for v in (-1, 0, 3)] + [("base_sequence", v) for v in (-1, 0, 5)])
 
 
-def _leader_verdicts(raw: bytes | bytearray, max_message_bytes: int) -> tuple[object, object]:
-    """validate_leader's answer with the whole-batch check in C and without it (step by step)."""
+def _leader_verdicts(raw: bytes | bytearray, max_message_bytes: int, from_client: bool = True
+                     ) -> tuple[object, object]:
+    """validate_leader's answer with the whole-batch check in C and without it (step by step): a
+    producer's batch on a plain topic, or (``from_client`` False) a coordinator's on a compacted
+    one, as ``__consumer_offsets`` and ``__transaction_state`` are."""
     from odradek.broker.log import validator
-    checks = validator.LeaderChecks.of(LogConfig({"max.message.bytes": str(max_message_bytes)}))
-    assert checks.plain and validator._check_client_batch is not None
+    config = {"max.message.bytes": str(max_message_bytes)}
+    if not from_client:
+        config["cleanup.policy"] = "compact"
+    checks = validator.LeaderChecks.of(LogConfig(config))
+    assert checks.plain == from_client and validator._check_client_batch is not None
 
     def verdict():
         try:
-            return validator.validate_leader(bytearray(raw), checks, NOW, True, "t-0")
+            return validator.validate_leader(bytearray(raw), checks, NOW, from_client, "t-0")
         except KafkaError as e:
             return (type(e).__name__, e.code, e.message)
 
@@ -483,9 +490,9 @@ def test_the_whole_batch_check_in_c_gives_the_step_by_step_verdict_for_every_hea
         for second in [None] + _HEADER_CHANGES[i + 1:]:
             changes = dict([first] + ([second] if second else []))
             raw = rebuild(base, **changes)
-            for max_message_bytes in (1 << 20, len(raw) - 1):
-                whole, step_by_step = _leader_verdicts(raw, max_message_bytes)
-                assert whole == step_by_step, changes
+            for max_message_bytes, from_client in itertools.product((1 << 20, len(raw) - 1), (True, False)):
+                whole, step_by_step = _leader_verdicts(raw, max_message_bytes, from_client)
+                assert whole == step_by_step, (changes, from_client)
 
 
 @settings(max_examples=400, deadline=None)
@@ -505,8 +512,9 @@ def test_the_whole_batch_check_in_c_gives_the_step_by_step_verdict_for_damaged_b
     raw = raw[:len(raw) + resize] if resize < 0 else raw + bytes(resize)
     if crc_kept and len(raw) >= rb.HEADER_SIZE:
         struct.pack_into(">I", raw, 17, rb.compute_crc(raw, 0, len(raw)))
-    whole, step_by_step = _leader_verdicts(raw, 1 << 20)
-    assert whole == step_by_step
+    for from_client in (True, False):
+        whole, step_by_step = _leader_verdicts(raw, 1 << 20, from_client)
+        assert whole == step_by_step, from_client
 
 
 def test_log_append_benchmark_runs(capsys):

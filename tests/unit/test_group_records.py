@@ -6,6 +6,7 @@ from hypothesis import given, strategies as st
 
 from odradek.broker.group import assignment_protocol as cp
 from odradek.broker.group.offsets import java_string_hash, partition_for
+from odradek.protocol import group_records as gr
 from odradek.protocol.group_records import (
     GroupKey, GroupRecordError, GroupValue, MemberValue, OffsetKey, OffsetValue, decode_key,
     decode_record, encode_group_metadata, encode_offset_commit, is_group_metadata_key,
@@ -102,6 +103,25 @@ i64 = st.integers(-2**63, 2**63 - 1)
 def test_offset_round_trip(group, topic, partition, value):
     assert decode_record(*encode_offset_commit(group, topic, partition, value)) == (
         OffsetKey(group, topic, partition), value)
+
+
+@given(st.builds(OffsetValue, i64, st.text(max_size=40), i64, i32, st.just(-1) | i64))
+def test_offset_value_packed_as_the_schema_encodes_it(value):
+    """The versions Kafka 2.8 writes are packed in place: the schema's bytes exactly."""
+    version = 1 if value.expire_timestamp != -1 else 3
+    schema_bytes = gr._with_version(gr.OffsetCommitValue, version, {
+        "offset": value.offset, "leader_epoch": value.leader_epoch, "metadata": value.metadata,
+        "commit_timestamp": value.commit_timestamp, "expire_timestamp": value.expire_timestamp})
+    assert encode_offset_commit("g", "t", 0, value)[1] == schema_bytes
+
+
+def test_offset_value_with_metadata_past_int16_goes_through_the_schema():
+    with pytest.raises(Exception) as packed:
+        encode_offset_commit("g", "t", 0, OffsetValue(1, "m" * 40_000, 2))
+    with pytest.raises(Exception) as schema:
+        gr._with_version(gr.OffsetCommitValue, 3, {"offset": 1, "leader_epoch": -1, "metadata": "m" * 40_000,
+                                                    "commit_timestamp": 2, "expire_timestamp": -1})
+    assert type(packed.value) is type(schema.value) and str(packed.value) == str(schema.value)
 
 
 members = st.builds(MemberValue, texts, texts, texts, i32, i32, st.binary(max_size=8),

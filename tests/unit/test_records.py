@@ -265,6 +265,7 @@ def test_kafka_python_agrees_on_random_batches(records, codec):
 
 def test_crc_is_crc32c_over_attributes_to_end():
     batch = build([(TS, b"k", b"v", ())])
+    assert type(batch) is bytes
     assert struct.unpack_from(">I", batch, 17)[0] == crc32c(batch[21:])
     assert record_batch.validate(batch).crc == crc32c(batch[21:])
 
