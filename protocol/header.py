@@ -127,6 +127,8 @@ def decode_request_header(frame: bytes | bytearray | memoryview) -> tuple[Reques
             elif length != -1:
                 raise ValueError(f"invalid client_id length {length}")
         if version >= 2:
+            if buf[offset] == 0:   # no tagged fields: what every client sends
+                return _new_tuple(RequestHeader, (api_key, api_version, correlation_id, client_id)), offset + 1
             count, offset = uvarint_at(buf, offset)
             for _ in range(count):
                 _tag, offset = uvarint_at(buf, offset)

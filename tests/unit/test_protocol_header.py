@@ -55,6 +55,13 @@ def test_request_golden_v2_api_versions():
     assert header.client_id is None and body.client_software_name == "odradek"
 
 
+def test_request_header_v2_tagged_fields_are_skipped():
+    fixed = struct.pack(">hhih", 3, 9, 7, 1) + b"c"
+    assert decode_request_header(fixed + b"\x00" + b"body") == (RequestHeader(3, 9, 7, "c"), 12)
+    tagged = fixed + b"\x02" + b"\x00\x02xy" + b"\x05\x00" + b"body"   # two tags: 2 bytes, then none
+    assert decode_request_header(tagged) == (RequestHeader(3, 9, 7, "c"), 18)
+
+
 def test_response_golden_and_api_versions_exception():
     frame = encode_response(api_versions, 3, 5, {"api_keys": []})
     assert frame.hex() == "00000005" "0000" "01" "00000000" "00"  # header v0, no tag byte
