@@ -10,8 +10,9 @@ is on (its throttle mutes the connection between requests) or SASL is authentica
 larger than ``socket.request.max.bytes`` closes the connection once the responses owed for the
 requests before it have been sent; a CloseConnection (garbage, an acks=0 failure) closes it at
 once. Either closes only that connection. The responses answered while handling one read (a
-pipelining client's many requests) go out as one ``writeSequence`` at its end (and before any
-close), in order. A connection over the ``ConnectionQuotas`` limits is closed as soon as it is
+pipelining client's many requests) go out together at its end (and before any close), in order:
+on a plaintext socket through its ``SocketWriter`` (one ``sendmsg``, no copy into Twisted's
+buffer), on TLS as one ``writeSequence``. A connection over the ``ConnectionQuotas`` limits is closed as soon as it is
 accepted; one with no request in progress and no bytes either way for ``connections.max.idle.ms``
 is closed by its factory.
 On a TLS listener the socket is TLS from its first byte (Twisted's TLS over pyOpenSSL); on a SASL
@@ -48,6 +49,7 @@ from ..security.principal import ANONYMOUS, certificate_dn, user
 from ..security.sasl_server import CredentialLookup, SaslAuthenticator, SaslFailure, TokenLookup
 from .connection_quotas import ConnectionQuotas
 from .request_handler import RequestHandler, is_deferred
+from .socket_writer import SocketWriter, plain_socket
 
 log = logging.getLogger(__name__)
 
@@ -88,9 +90,13 @@ class KafkaConnection(protocol.Protocol):
         self.last_active = 0.0     # the factory clock's seconds at the last byte in or out
         self._arrivals: deque[float] = deque()   # with metrics: when each queued frame was complete
         self._out: list[bytes] = []              # responses not yet handed to the transport (see _flush)
+        self._writer: SocketWriter | None = None  # a plaintext TCP connection's (see socket_writer.py)
         self._sent_timings: list[tuple] = []     # with metrics: their timings, recorded when handed over
 
     def connectionMade(self) -> None:
+        sock = plain_socket(self.transport)
+        if sock is not None:
+            self._writer = SocketWriter(self.transport, sock)
         peer = self.transport.getPeer()
         self.ip = str(getattr(peer, "host", "?"))
         self.peer = f"{self.ip}:{getattr(peer, 'port', '?')}"
@@ -294,7 +300,10 @@ class KafkaConnection(protocol.Protocol):
         if out:
             self._out = []
             if not self._closed:
-                self.transport.writeSequence(out)
+                if self._writer is not None:
+                    self._writer.write(out)
+                else:
+                    self.transport.writeSequence(out)
             if self.factory is not None:
                 self.last_active = self.factory.clock.seconds()
         if self._sent_timings:
