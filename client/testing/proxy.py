@@ -66,6 +66,7 @@ class Proxy:
         self.blocked_sources: set[str] = set()
         self._server: asyncio.AbstractServer | None = None
         self._conns: dict[asyncio.StreamWriter, tuple[int, asyncio.StreamWriter]] = {}  # peer port
+        self._serving: set[asyncio.Task] = set()   # one task per accepted connection, until it ends
 
     def _refused(self, source: str | None) -> bool:
         return self.blocked_all or (source is not None and source in self.blocked_sources)
@@ -75,6 +76,15 @@ class Proxy:
         self.port = self._server.sockets[0].getsockname()[1]
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._serving.add(task)
+        try:
+            await self._forward(reader, writer)
+        finally:
+            self._serving.discard(task)
+
+    async def _forward(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if self.blocked_all:
             _abort(writer)
             return
@@ -123,6 +133,7 @@ class Proxy:
             pass
         finally:
             writing.cancel()
+            await asyncio.wait([writing])   # its cancellation runs before the pump ends
             _abort(writer)
 
     def _source(self, peer_port: int) -> str | None:
@@ -137,10 +148,18 @@ class Proxy:
                 _abort(upstream)
 
     async def _close(self) -> None:
+        """Stop listening, cut every connection and wait until their tasks have ended (a task
+        still pending when the loop stops is destroyed pending, which asyncio reports at exit)."""
         if self._server is not None:
             self._server.close()
         self.blocked_all = True
         self._cut_matching()
+        if self._serving:
+            _, left = await asyncio.wait(list(self._serving), timeout=10)
+            for task in left:
+                task.cancel()
+            if left:
+                await asyncio.wait(left, timeout=10)
 
 
 def _abort(writer: asyncio.StreamWriter) -> None:
@@ -205,3 +224,5 @@ class ProxyLayer:
             asyncio.run_coroutine_threadsafe(close_all(), self._loop).result(30)
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(10)
+        if not self._thread.is_alive() and not self._loop.is_closed():
+            self._loop.close()

@@ -62,6 +62,23 @@ def test_forwards_bytes_in_order(echo, layer):
     assert roundtrip(proxy.port, payload) == payload
 
 
+def test_close_ends_every_connection_task():
+    """Nothing is left pending on the loop (asyncio reports a task destroyed pending at exit)."""
+    server = socket.create_server(("127.0.0.1", 0))
+    layer = ProxyLayer()
+    proxy = layer.add("idle", server.getsockname()[1])
+    with socket.create_connection(("127.0.0.1", proxy.port), timeout=10) as client:
+        upstream, _ = server.accept()   # the proxy connected through: its task is forwarding
+        with upstream:
+            client.sendall(b"x")
+            assert upstream.recv(1) == b"x"
+            layer.set_delay(proxy, 1000)
+            client.sendall(b"y")   # held a second on its way: the connection's task outlives the cut
+            layer.close()
+    server.close()
+    assert layer._loop.is_closed() and proxy._serving == set()
+
+
 def test_delay_is_added_each_way(echo, layer):
     proxy = layer.add("echo", echo)
     layer.set_delay(proxy, 150)
