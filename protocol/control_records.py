@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import struct
 
-from crc32c import crc32c
 
 from . import record_batch as rb
 from .errors import ErrorCode, KafkaError
@@ -38,9 +37,7 @@ def build_control_batch(producer_id: int, producer_epoch: int, commit: bool, coo
         attributes=rb.TRANSACTIONAL_MASK | rb.CONTROL_MASK, last_offset_delta=0,
         base_timestamp=timestamp_ms, max_timestamp=timestamp_ms, producer_id=producer_id,
         producer_epoch=producer_epoch, base_sequence=-1, records_count=1)
-    head = rb.pack_header(header)
-    crc = crc32c(record, crc32c(memoryview(head)[rb.CRC_START:]))
-    return rb.pack_header(header._replace(crc=crc)) + record
+    return rb.seal(header, record)
 
 
 def parse_control_record(batch_bytes: bytes | bytearray | memoryview, pos: int = 0) -> tuple[bool, int]:

@@ -30,6 +30,8 @@ TRANSACTIONAL_MASK = 0x10
 CONTROL_MASK = 0x20
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
+_UP_TO_CRC = struct.Struct(">qiibI")          # baseOffset .. crc
+_CRC_COVERED = struct.Struct(">hiqqqhii")     # attributes .. recordsCount, then the records
 _new_tuple = tuple.__new__
 _OFFSET_LENGTH = struct.Struct(">qi")
 _BASE_OFFSET = struct.Struct(">q")
@@ -164,3 +166,10 @@ def set_log_append_time(buf: bytearray, pos: int, size: int, timestamp: int) -> 
 def pack_header(header: BatchHeader) -> bytes:
     """The 61 header bytes for ``header`` (crc taken as given)."""
     return _HEADER.pack(*header)
+
+
+def seal(header: BatchHeader | tuple[int, ...], records: bytes | bytearray) -> bytes:
+    """The whole batch: ``header`` with its CRC32C computed (its own crc field is ignored), then
+    ``records``, its records section as stored; the header is packed once."""
+    covered = _CRC_COVERED.pack(*header[5:])
+    return _UP_TO_CRC.pack(*header[:4], crc32c(records, crc32c(covered))) + covered + records

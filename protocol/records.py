@@ -13,10 +13,7 @@ offsetDelta varint, keyLength varint (-1 = null), key, valueLength varint
 """
 from __future__ import annotations
 
-import struct
 from typing import Callable, Iterable, Iterator, NamedTuple, Sequence
-
-from crc32c import crc32c
 
 from . import record_batch
 from .compression import NONE, compress, decompress
@@ -83,8 +80,6 @@ _ZZ1 = [(b >> 1) ^ -(b & 1) for b in range(128)]
 
 _NULL = b"\x01"  # varint(-1)
 _ZERO = b"\x00"  # varint(0): attributes byte, and "no headers"
-_HEADER_HEAD = struct.Struct(">qiibI")      # baseOffset .. crc
-_HEADER_TAIL = struct.Struct(">hiqqqhii")  # attributes .. recordsCount
 
 
 # --- building --------------------------------------------------------------
@@ -197,13 +192,10 @@ class BatchBuilder:
             records = compress(self.compression, records)
         attributes = self.compression | (record_batch.TRANSACTIONAL_MASK if self.is_transactional else 0)
         count = self._count
-        # what the CRC covers (attributes .. recordsCount, then the records), then what precedes it
-        tail = _HEADER_TAIL.pack(attributes, count - 1, self._base_ts, self._max_ts, self.producer_id,
-                                 self.producer_epoch, self.base_sequence, count)
-        crc = crc32c(records, crc32c(tail))
-        head = _HEADER_HEAD.pack(self.base_offset, record_batch.HEADER_SIZE - record_batch.LOG_OVERHEAD + len(records),
-                                 self.partition_leader_epoch, record_batch.MAGIC, crc)
-        return head + tail + records
+        return record_batch.seal((self.base_offset, record_batch.HEADER_SIZE - record_batch.LOG_OVERHEAD + len(records),
+                                  self.partition_leader_epoch, record_batch.MAGIC, 0, attributes, count - 1,
+                                  self._base_ts, self._max_ts, self.producer_id, self.producer_epoch,
+                                  self.base_sequence, count), records)
 
 
 # --- decoding --------------------------------------------------------------

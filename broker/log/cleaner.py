@@ -167,8 +167,7 @@ def rebuild_batch(h: BatchHeader, kept: list[Record]) -> bytes:
     records = compress(h.compression, raw) if h.compression != NONE else raw
     header = h._replace(batch_length=rb.HEADER_SIZE - rb.LOG_OVERHEAD + len(records), crc=0,
                         base_timestamp=base_ts, max_timestamp=max_ts, records_count=len(kept))
-    unsigned = rb.pack_header(header) + records
-    return rb.pack_header(header._replace(crc=rb.compute_crc(unsigned, 0, len(unsigned)))) + records
+    return rb.seal(header, records)
 
 
 def empty_batch(h: BatchHeader) -> bytes:
@@ -177,8 +176,7 @@ def empty_batch(h: BatchHeader) -> bytes:
     header = h._replace(batch_length=rb.HEADER_SIZE - rb.LOG_OVERHEAD, crc=0,
                         attributes=h.attributes & ~rb.COMPRESSION_MASK, base_timestamp=h.max_timestamp,
                         records_count=0)
-    unsigned = rb.pack_header(header)
-    return rb.pack_header(header._replace(crc=rb.compute_crc(unsigned, 0, len(unsigned))))
+    return rb.seal(header, b"")
 
 
 class AbortedRanges:

@@ -12,9 +12,9 @@ requests before it have been sent; a CloseConnection (garbage, an acks=0 failure
 once. Either closes only that connection. The responses answered while handling one read (a
 pipelining client's many requests) go out together at its end (and before any close), in order:
 on a plaintext socket through its ``SocketWriter`` (one ``sendmsg``, no copy into Twisted's
-buffer), on TLS as one ``writeSequence``. A connection over the ``ConnectionQuotas`` limits is closed as soon as it is
-accepted; one with no request in progress and no bytes either way for ``connections.max.idle.ms``
-is closed by its factory.
+buffer), on TLS as one ``writeSequence``. A connection over the ``ConnectionQuotas`` limits is
+closed as soon as it is accepted; one with no request in progress and no bytes either way for
+``connections.max.idle.ms`` is closed by its factory.
 On a TLS listener the socket is TLS from its first byte (Twisted's TLS over pyOpenSSL); on a SASL
 listener every frame goes to the connection's ``SaslAuthenticator`` until it has authenticated
 (a failure closes the connection ``connection.failed.authentication.delay.ms`` after its error

@@ -13,6 +13,7 @@ from __future__ import annotations
 import errno
 import socket
 from collections import deque
+from itertools import islice
 from typing import Any
 
 from twisted.internet import tcp
@@ -37,11 +38,9 @@ class SocketWriter:
         self.pending: deque[bytes | memoryview] = deque()   # not yet taken by the socket, in order
 
     def write(self, parts: list[bytes]) -> None:
-        if self.pending:
-            self.pending.extend(parts)
-            return
+        waiting = bool(self.pending)   # then the producer is registered, and these go after
         self.pending.extend(parts)
-        if self._send():
+        if not waiting and self._send():
             self.transport.registerProducer(self, False)   # calls resumeProducing at once
 
     def resumeProducing(self) -> None:
@@ -60,7 +59,7 @@ class SocketWriter:
         """Send what waits until the socket takes no more; True if something is left."""
         pending = self.pending
         while pending:
-            parts = list(pending) if len(pending) <= IOV_MAX else [pending[i] for i in range(IOV_MAX)]
+            parts = list(islice(pending, IOV_MAX))
             try:
                 sent = self.sock.sendmsg(parts)
             except BlockingIOError:
