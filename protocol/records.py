@@ -3,9 +3,9 @@
 Invariant: the broker's produce and fetch paths never call it (they move batches whole); the
 clients, the tools, and the broker's own writers and readers of records do (the group and
 transaction coordinators' batches and loads, the cleaner, an old client's message set made a
-batch, ListOffsets by timestamp, ``dump-log``). The batch header goes through ``record_batch`` (``seal``, validate,
-iter_headers); this module only owns the records section: DefaultRecord's zig-zag varint
-layout, optionally compressed as a whole. Anything malformed raises
+batch, ListOffsets by timestamp, ``dump-log``). The batch header goes through ``record_batch``
+(``seal``, validate, iter_headers); this module only owns the records section: DefaultRecord's
+zig-zag varint layout, optionally compressed as a whole. Anything malformed raises
 KafkaError(CORRUPT_MESSAGE), never IndexError or struct.error.
 
 Record layout: length varint, attributes int8 (0), timestampDelta varlong,

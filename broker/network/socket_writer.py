@@ -62,10 +62,8 @@ class SocketWriter:
             parts = list(islice(pending, IOV_MAX))
             try:
                 sent = self.sock.sendmsg(parts)
-            except BlockingIOError:
-                return True
             except OSError as e:
-                if e.errno in (errno.ENOBUFS, errno.EAGAIN):
+                if e.errno in (errno.EAGAIN, errno.ENOBUFS):   # the socket takes no more for now
                     return True
                 pending.clear()   # the connection is broken: Twisted sees it too and closes it
                 self.transport.abortConnection()

@@ -154,6 +154,22 @@ class DelayedProduce(DelayedOperation):
         self._respond({tp: st.response for tp, st in self.statuses.items()})
 
 
+def replicated_now(check: Callable[[tuple[str, int], int], tuple[bool, ErrorCode]],
+                   results: dict[tuple[str, int], dict], required: dict[tuple[str, int], int]) -> bool:
+    """acks=-1 before a DelayedProduce is made: does the ISR have each ``required`` offset already
+    (``check``, as the DelayedProduce would ask it; the ISR is this broker alone)? Then each of
+    ``results`` carries its partition's code, and nothing is parked."""
+    codes = []
+    for tp, offset in required.items():
+        reached, code = check(tp, offset)
+        if not reached:
+            return False
+        codes.append((tp, code))
+    for tp, code in codes:
+        results[tp]["error_code"] = int(code)
+    return True
+
+
 class DelayedDeleteRecords(DelayedOperation):
     """DeleteRecords: done when every partition's low watermark (the lowest log start offset of
     its live replicas) reached the offset asked for; ``low_watermark(tp)`` gives it and the

@@ -3,9 +3,9 @@
 Invariant: partitions change role only through ``become_leader_or_follower`` and
 leave only through ``stop_replicas`` (both from the controller, rejected for a
 stale controller epoch). Produce appends only on the leader; acks=-1 responses
-wait in the produce purgatory until the HW covers the append; fetches that find
-fewer than min_bytes wait in the fetch purgatory; both are re-checked whenever a
-partition's LEO/HW or role changes. As leader it also runs Kafka's ISR tasks:
+wait in the produce purgatory until the HW covers the append (unless it already
+does); fetches that find fewer than min_bytes wait in the fetch purgatory; both
+are re-checked whenever a partition's LEO/HW or role changes. As leader it also runs Kafka's ISR tasks:
 ``isr-expiration`` (every replica.lag.time.max.ms / 2) shrinks, follower fetches
 expand, both proposed conditionally on the cached zkVersion through ``isr_writer``
 (AlterIsr to the controller, or on the classic path a ZooKeeper write off the
@@ -29,7 +29,7 @@ from odradek.zk.znodes import topic_id_string
 from twisted.internet import defer, task
 
 from .delayed import (DelayedFetch, DelayedProduce, FetchParams, FetchPartition, ProducePartitionStatus,
-                      Purgatory)
+                      Purgatory, replicated_now)
 from ..log.partition_metadata import TopicIdWriter
 from ..metadata_cache import MetadataCache, PartitionMetadata
 from ..metrics import (FAILED_FETCH, FAILED_PRODUCE, TOTAL_FETCH, TOTAL_PRODUCE, TopicStats, count_append,
@@ -384,12 +384,10 @@ class ReplicaManager(IsrMaintenance):
                                                   self.topic_stats)
         if required_acks != -1 or required < 0:
             return result
-        reached, code = self._check_replicas_reached(tp, required)
-        if reached:   # the ISR has it already (it is this broker alone): nothing to park
-            result["error_code"] = int(code)
+        results, offsets = {tp: result}, {tp: required}
+        if replicated_now(self._check_replicas_reached, results, offsets):
             return result
-        waiting = self._wait_for_replicas(timeout_ms, {tp: result}, {tp: required})
-        return waiting.result[tp] if waiting.done else waiting
+        return self._wait_for_replicas(timeout_ms, results, offsets)
 
     def _records_append(self, required_acks: int, origin: str) -> Callable[[TopicPartition, Partition, bytes], Any]:
         def append(tp: TopicPartition, p: Partition, records: bytes) -> Any:
@@ -415,7 +413,7 @@ class ReplicaManager(IsrMaintenance):
             results[tp], offset = self._append_partition(tp, item, append, stats)
             if offset >= 0:
                 required[tp] = offset
-        if required_acks != -1 or not required:
+        if required_acks != -1 or not required or replicated_now(self._check_replicas_reached, results, required):
             return Completion.completed(results)
         return self._wait_for_replicas(timeout_ms, results, required)
 
