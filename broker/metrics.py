@@ -243,11 +243,12 @@ class RequestStats:
         kinds = [k for kind in self._kinds.values() for k in (kind.split or (kind,))]
         return {(k.name, k.version): k.answered for k in kinds if k.answered}
 
-    def kind_of(self, frame: bytes) -> RequestKind | None:
+    def kind_of(self, frame: bytes | memoryview) -> RequestKind | None:
         """The kind of a request frame, from its header (no decoding beyond it)."""
         if len(frame) < 10:
             return None
-        kind = self._kinds.get(frame[:4])
+        head = bytes(frame[:4])   # (a lent Produce frame is a view: not hashable)
+        kind = self._kinds.get(head)
         if kind is None:
             key, version = struct.unpack_from(">hh", frame)
             name = self.names.get(key)
@@ -258,7 +259,7 @@ class RequestStats:
                                                          self._kind("FetchConsumer", version)))
             else:
                 kind = self._kind(name, version)
-            self._kinds[frame[:4]] = kind
+            self._kinds[head] = kind
         split = kind.split
         if split is not None:   # Fetch v0-11: header v1 (client id), then the replica id
             at = 10 + max(struct.unpack_from(">h", frame, 8)[0], 0)

@@ -40,6 +40,7 @@ from .topic_configs import log_config as topic_log_config
 from .network.broker_client import BrokerClient
 from .network.connection_quotas import ConnectionQuotas
 from .network.controller_channel import ControllerChannel
+from .network.socket_reader import DirectReadPort
 from .network.socket_server import KafkaServerFactory
 from .log.producer_state import ProducerIdManager
 from .replication.alter_isr_sender import AlterIsrSender
@@ -333,7 +334,8 @@ class KafkaServer:
                 if security.tls_context is not None:
                     port = self.reactor.listenSSL(ep.port, factory, security.tls_context, interface=ep.host or "")
                 else:
-                    port = self.reactor.listenTCP(ep.port, factory, interface=ep.host or "")
+                    port = DirectReadPort(ep.port, factory, interface=ep.host or "", reactor=self.reactor)
+                    port.startListening()
             except CannotListenError as e:
                 raise StartupError(f"Cannot bind listener {ep.listener_name}://{ep.host}:{ep.port}: "
                                    f"{e.socketError}") from None

@@ -1,7 +1,8 @@
 """``odradek perf requests``: the broker's cost per small request, against the framework floor.
 
-Invariant: the load is many pipelined requests of ONE kind (Produce of one record, Fetch with
-nothing new, Metadata of one topic or of all topics, ApiVersions, OffsetCommit, Heartbeat), each frame encoded once by
+Invariant: the load is many pipelined requests of ONE kind (Produce of one record, or of
+``--records`` records of ``--record-size`` bytes in one batch, Fetch with nothing new, Metadata of one
+topic or of all topics, ApiVersions, OffsetCommit, Heartbeat), each frame encoded once by
 odradek's codec and re-sent with only its correlation id changed, from ``--processes`` client
 processes of ``--connections`` sockets with ``--in-flight`` requests outstanding on each; every
 response is read whole and its error code checked (a benchmark of errors is no benchmark). The
@@ -43,6 +44,7 @@ KINDS = ("produce", "fetch", "metadata", "metadata-all", "api-versions", "offset
 GROUP = "odradek-perf-requests"   # the groups OffsetCommit and Heartbeat use are named after it
 _SIZE = struct.Struct(">i")
 _CID = struct.Struct(">i")
+LARGE = 65536   # a request frame this large is sent on its own, not joined with the others
 
 
 def _connect(bootstrap: str) -> BrokerConnection:
@@ -80,7 +82,8 @@ def _member(bootstrap: str, topic: str, group: str) -> Any:
     return consumer
 
 
-def prepare(kind: str, bootstrap: str, topic: str, keep: list) -> tuple[str, ModuleType, int, bytes]:
+def prepare(kind: str, bootstrap: str, topic: str, keep: list, records: int = 1, record_size: int = 100
+            ) -> tuple[str, ModuleType, int, bytes]:
     """(address, API, version, request frame without its size) for ``kind``; talks to the broker
     to learn what the frame needs (the log end offset, the coordinator, a group member). What must
     live while the load runs (the member) is appended to ``keep``, for the caller to close."""
@@ -100,7 +103,8 @@ def prepare(kind: str, bootstrap: str, topic: str, keep: list) -> tuple[str, Mod
                                 "include_topic_authorized_operations": False}
     elif kind == "produce":
         batch = BatchBuilder()
-        batch.append(int(time.time() * 1000), None, b"x" * 100)
+        for _ in range(records):
+            batch.append(int(time.time() * 1000), None, b"x" * record_size)
         api, body = _produce, {"transactional_id": None, "acks": 1, "timeout_ms": 30000,
                                "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch.build()}]}]}
     elif kind == "fetch":
@@ -178,9 +182,13 @@ def _load(address: str, api: ModuleType, version: int, frame: bytes, connections
         for _ in range(n):
             state["cid"] += 1
             _CID.pack_into(template, 8, state["cid"])
-            out += template
             state["sent"].append(now)
-        state["sock"].sendall(out)
+            if len(template) < LARGE:
+                out += template
+            else:   # a large request goes as it is (the kernel copies it before the next id is set)
+                state["sock"].sendall(template)
+        if out:
+            state["sock"].sendall(out)
 
     for state in states:
         send(state, in_flight)
@@ -264,7 +272,7 @@ def run_load(address: str, api: ModuleType, version: int, frame: bytes, args: ar
     count = sum(o[0] for o in outs)
     latencies = sorted(x for o in outs for x in o[1])
     p50, p99 = percentiles(latencies, (0.5, 0.99)) if latencies else (0, 0)
-    return {"requests": count, "rate": count / elapsed, "p50_us": p50, "p99_us": p99,
+    return {"requests": count, "rate": count / elapsed, "p50_us": p50, "p99_us": p99, "bytes": len(frame) + 4,
             "errors": sum(o[2] for o in outs), "cpu_us": (cpu / count * 1e6) if cpu is not None and count else -1.0}
 
 
@@ -297,6 +305,10 @@ def _report(name: str, r: dict[str, float], floor: dict[str, float] | None, out:
             f"p99 {r['p99_us'] / 1000:.2f} ms, {cpu}, {r['errors']} errors")
     if floor is not None and floor["cpu_us"] > 0 and r["cpu_us"] > 0:
         line += f" ({r['cpu_us'] / floor['cpu_us']:.1f} x the floor's {floor['cpu_us']:.1f} us)"
+    if r["bytes"] >= LARGE:
+        line += f"; {r['rate'] * r['bytes'] / 1e6:,.0f} MB/s of requests"
+        if r["cpu_us"] >= 0:
+            line += f", {r['cpu_us'] / r['bytes'] * 1e3:.2f} broker CPU-s per GB"
     print(line, file=out, flush=True)
 
 
@@ -311,6 +323,8 @@ def main(argv: list[str], out: Any = None) -> int:
     ap.add_argument("--in-flight", type=int, default=64, help="outstanding requests per connection")
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--check-every", type=int, default=64, help="decode every Nth response fully (0: never)")
+    ap.add_argument("--records", type=int, default=1, help="records per Produce (one batch)")
+    ap.add_argument("--record-size", type=int, default=100, help="bytes of each Produce record's value")
     ap.add_argument("--broker-pid", type=int, help="default: the local process listening on the address")
     ap.add_argument("--floor", action="store_true", help="also measure a fixed-response Twisted server")
     args = ap.parse_args(argv)
@@ -328,7 +342,8 @@ def main(argv: list[str], out: Any = None) -> int:
     for kind in args.request or KINDS:
         keep: list = []
         try:
-            address, api, version, frame = prepare(kind, args.bootstrap_server, args.topic, keep)
+            address, api, version, frame = prepare(kind, args.bootstrap_server, args.topic, keep, args.records,
+                                                   args.record_size)
             pid = args.broker_pid or _listening_pid(int(address.rpartition(":")[2]))
             result = run_load(address, api, version, frame, args, pid)
         finally:

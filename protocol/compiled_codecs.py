@@ -8,7 +8,9 @@ do not take: malformed or truncated bytes, tagged fields present, values the wir
 unusual types (a ``str`` subclass, a bytes-like string, a set for an array). ``Message.decode`` /
 ``encode`` then run the declared construct codec, which gives the canonical answer or error. So a
 compiled codec can only ever be faster, never different; property tests over every message and
-version hold them to that (``tests/unit/test_compiled_codecs.py``).
+version hold them to that (``tests/unit/test_compiled_codecs.py``). The one difference allowed is
+the views decoder's (``compile_decoder(..., views=True)``, for a lent Produce frame): from a
+``memoryview`` it gives RECORDS fields as views into it, equal to the bytes the others give.
 
 The generated code reads with a ``struct.Struct``'s ``unpack_from`` at a position in one ``bytes``
 object (runs of fixed-width fields in one call, each format compiled once), and writes a list of
@@ -24,7 +26,7 @@ from typing import Any, Iterator
 
 from construct import Flag, FormatField
 
-from .primitives import KafkaArray, KafkaBytes, KafkaString, Uuid, encode_uvarint, uvarint_at
+from .primitives import KafkaArray, KafkaBytes, KafkaRecords, KafkaString, Uuid, encode_uvarint, uvarint_at
 from .schema import Decoder, Encoder, KafkaStruct, _Slot
 
 _SMALL = tuple(bytes((i,)) for i in range(128))
@@ -46,7 +48,8 @@ def _fixed_char(con: Any) -> str | None:
 class _Source:
     """Python source being generated, with the objects it refers to."""
 
-    def __init__(self) -> None:
+    def __init__(self, views: bool = False) -> None:
+        self.views = views   # a decoder of memoryviews (see compile_decoder)
         self.lines: list[str] = []
         self.names: dict[str, Any] = {
             "Declined": Declined, "uvarint": uvarint_at, "unpack_from": struct.unpack_from,
@@ -137,7 +140,8 @@ def _decode_value(src: _Source, d: int, con: Any, out: str) -> None:
         src.emit(d, f"{end} = pos + 16")
         src.emit(d, f"if {end} > size:")
         src.emit(d + 1, "raise Declined")
-        src.emit(d, f"{out} = UUID(bytes=data[pos:{end}])")
+        src.emit(d, f"{out} = UUID(bytes=bytes(data[pos:{end}]))" if src.views else
+                 f"{out} = UUID(bytes=data[pos:{end}])")
         src.emit(d, f"pos = {end}")
     elif isinstance(con, (KafkaString, KafkaBytes)):
         n, end = src.var("n"), src.var("e")
@@ -146,8 +150,12 @@ def _decode_value(src: _Source, d: int, con: Any, out: str) -> None:
         src.emit(d + 1, f"{end} = pos + {n}")
         src.emit(d + 1, f"if {end} > size:")
         src.emit(d + 2, "raise Declined")
-        decode = ".decode('utf-8')" if isinstance(con, KafkaString) else ""
-        src.emit(d + 1, f"{out} = data[pos:{end}]{decode}")
+        value = f"data[pos:{end}]"
+        if isinstance(con, KafkaString):
+            value = f"str({value}, 'utf-8')" if src.views else value + ".decode('utf-8')"
+        elif src.views and not isinstance(con, KafkaRecords):
+            value = f"bytes({value})"
+        src.emit(d + 1, f"{out} = {value}")
         src.emit(d + 1, f"pos = {end}")
     elif isinstance(con, KafkaArray):
         n = src.var("n")
@@ -204,9 +212,11 @@ def _decode_struct(src: _Source, d: int, ks: KafkaStruct, out: str) -> None:
     src.emit(d, f"{out} = {_struct_call(src, ks, names, values)}")
 
 
-def compile_decoder(ks: KafkaStruct, name: str) -> Decoder:
-    """A function ``(data, pos) -> (Struct, end)`` reading one ``ks`` from ``data`` at ``pos``."""
-    src = _Source()
+def compile_decoder(ks: KafkaStruct, name: str, views: bool = False) -> Decoder:
+    """A function ``(data, pos) -> (Struct, end)`` reading one ``ks`` from ``data`` at ``pos``,
+    a ``bytes``; with ``views``, from a ``memoryview``, whose RECORDS fields it leaves views into
+    ``data`` (every other field is what the ``bytes`` decoder gives)."""
+    src = _Source(views)
     src.emit(0, "def decode(data, pos):")
     src.emit(1, "size = len(data)")
     _decode_struct(src, 1, ks, "result")

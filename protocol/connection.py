@@ -8,7 +8,10 @@ blocking clients and the test fakes all frame, match and queue the same way.
   ``max_frame_size`` (``socket.request.max.bytes`` on a broker) or below zero stops the reader:
   the frames before it are still delivered, ``oversize`` holds the size, and nothing after it
   is read. A frame that arrives whole in one chunk costs one copy; a larger one is gathered
-  into a buffer of its final size (no re-concatenation).
+  into a buffer of its final size (no re-concatenation), which the caller may fill straight from
+  the socket (``body_space``). A reader that ``lends`` hands out a large Produce frame as a
+  writable view of that buffer instead of a copy (the log stamps its batches in place and appends
+  them from there), and reuses the buffer only once nothing holds a view of it any more.
 - ``ClientConnection`` (the requesting side) gives each request the next correlation id,
   keeps the requests awaiting a response in a FIFO, and matches every response to the oldest
   of them: a response whose correlation id differs, that does not decode, or that nobody
@@ -28,6 +31,7 @@ from __future__ import annotations
 import struct
 from collections import deque
 from dataclasses import dataclass, field
+from sys import getrefcount
 from types import ModuleType
 from typing import Any, Generic, Mapping, TypeVar
 
@@ -39,6 +43,10 @@ _I16 = struct.Struct(">h")
 API_VERSIONS_KEY = 18
 SMALL_FRAME = 65536  # below this a size prefix is joined to its frame; above, written apart
 MAX_SPARE = 16 << 20  # a gathering buffer up to this size is kept for the next large frame
+LEND_FROM = 65536     # a Produce frame this large is lent (a view of the gathering buffer), not copied
+# the references to the spare buffer while nothing else holds it: the reader's, a local name's
+# and getrefcount's argument (a view of it holds one more, through its managed buffer)
+_UNSHARED = 3
 
 T = TypeVar("T")
 
@@ -57,13 +65,14 @@ def frame_parts(frame: bytes) -> list[bytes]:
 class FrameReader:
     """Reassembles size-prefixed frames from a byte stream."""
 
-    __slots__ = ("max_frame_size", "oversize", "_head", "_body", "_size", "_filled", "_spare")
+    __slots__ = ("max_frame_size", "lends", "oversize", "_head", "gathering", "_size", "_filled", "_spare")
 
-    def __init__(self, max_frame_size: int) -> None:
+    def __init__(self, max_frame_size: int, lends: bool = False) -> None:
         self.max_frame_size = max_frame_size
+        self.lends = lends                 # large Produce frames come out as views (see the module doc)
         self.oversize: int | None = None   # the size of the frame that stopped the reader
         self._head = b""                   # a partial size prefix
-        self._body: bytearray | None = None  # gathers the frame in progress (may be longer)
+        self.gathering: bytearray | None = None  # gathers the frame in progress (may be longer); None between frames
         self._size = 0                     # ... whose size is this
         self._filled = 0
         self._spare: bytearray | None = None  # the last gathering buffer, reused (no fresh pages)
@@ -73,20 +82,20 @@ class FrameReader:
         """Bytes held for a frame not yet complete."""
         return len(self._head) + self._filled
 
-    def feed(self, data: bytes | bytearray | memoryview) -> list[bytes]:
+    def feed(self, data: bytes | bytearray | memoryview) -> list[bytes | memoryview]:
         """The frames completed by ``data``, in order (without their size prefix)."""
-        if type(data) is bytes and self._body is None and not self._head and len(data) >= 4:
+        if type(data) is bytes and self.gathering is None and not self._head and len(data) >= 4:
             (size,) = _SIZE.unpack_from(data, 0)   # the common case: exactly one whole frame
             if len(data) == size + 4 and self.oversize is None and size <= self.max_frame_size:
                 return [data[4:]]
-        frames: list[bytes] = []
+        frames: list[bytes | memoryview] = []
         if self.oversize is not None:
             return frames
         # bytes are sliced as they are (one copy per frame); anything else through a memoryview
         view: bytes | memoryview = data if type(data) is bytes else memoryview(data)
         pos, end = 0, len(view)
         while pos < end:
-            body = self._body
+            body = self.gathering
             if body is not None:  # filling a frame that started in an earlier chunk
                 take = min(self._size - self._filled, end - pos)
                 body[self._filled:self._filled + take] = view[pos:pos + take]
@@ -124,27 +133,28 @@ class FrameReader:
     def body_space(self) -> memoryview | None:
         """The unfilled rest of a frame in progress, to receive straight into (``recv_into``)
         and then report with ``body_filled``; None when no frame is in progress."""
-        return None if self._body is None else memoryview(self._body)[self._filled:self._size]
+        return None if self.gathering is None else memoryview(self.gathering)[self._filled:self._size]
 
-    def body_filled(self, n: int) -> list[bytes]:
+    def body_filled(self, n: int) -> list[bytes | memoryview]:
         """``n`` bytes were written into ``body_space()``: the frame, if that completed it."""
-        assert self._body is not None and 0 <= n <= self._size - self._filled
+        assert self.gathering is not None and 0 <= n <= self._size - self._filled
         self._filled += n
         return [self._finish()] if self._filled == self._size else []
 
     def _start(self, size: int) -> None:
         spare = self._spare
-        if spare is None or len(spare) < size:
-            spare = bytearray(size)
-        self._body, self._size, self._filled = spare, size, 0
+        if spare is None or len(spare) < size or getrefcount(spare) > _UNSHARED:
+            spare = bytearray(size)   # none yet, too small, or a frame lent from it is still held
+        self.gathering, self._size, self._filled = spare, size, 0
 
-    def _finish(self) -> bytes:
-        body, size = self._body, self._size
+    def _finish(self) -> bytes | memoryview:
+        body, size = self.gathering, self._size
         assert body is not None
-        frame = bytes(memoryview(body)[:size])
         self._spare = body if len(body) <= MAX_SPARE else None
-        self._body, self._size, self._filled = None, 0, 0
-        return frame
+        self.gathering, self._size, self._filled = None, 0, 0
+        if self.lends and size >= LEND_FROM and body[0] == 0 and body[1] == 0:   # a Produce: lent
+            return memoryview(body)[:size]
+        return bytes(memoryview(body)[:size])
 
 
 @dataclass(eq=False, slots=True)
@@ -191,7 +201,7 @@ class ClientConnection(Generic[T]):
         """``n`` bytes were received into ``reader.body_space()``: the requests completed."""
         return self._complete(self.reader.body_filled(n))
 
-    def _complete(self, frames: list[bytes]) -> list[tuple[PendingRequest[T], Any]]:
+    def _complete(self, frames: list[bytes | memoryview]) -> list[tuple[PendingRequest[T], Any]]:
         done: list[tuple[PendingRequest[T], Any]] = []
         if self.violation is not None:
             return done
@@ -210,7 +220,7 @@ class ClientConnection(Generic[T]):
         self.in_flight.clear()
         return failed
 
-    def _match(self, frame: bytes) -> tuple[PendingRequest[T], Any]:
+    def _match(self, frame: bytes | memoryview) -> tuple[PendingRequest[T], Any]:
         if not self.in_flight:
             raise ProtocolViolation("a response without a request")
         pending = self.in_flight[0]
@@ -231,7 +241,7 @@ class ClientConnection(Generic[T]):
 _PRODUCE_KEY = b"\x00\x00"   # Produce's api key (0), as a request frame begins
 
 
-def _is_produce(frame: bytes) -> bool:
+def _is_produce(frame: bytes | memoryview) -> bool:
     return frame[:2] == _PRODUCE_KEY
 
 
@@ -241,8 +251,8 @@ class RequestTicket:
 
     __slots__ = ("frame", "produce", "answered", "response", "context")
 
-    def __init__(self, frame: bytes) -> None:
-        self.frame = frame
+    def __init__(self, frame: bytes | memoryview) -> None:
+        self.frame = frame   # a large Produce's is a view lent by the reader (see FrameReader)
         self.produce = frame[:2] == _PRODUCE_KEY   # _is_produce, without a call per request
         self.answered = False
         self.response: bytes | None = None
@@ -259,11 +269,11 @@ class ServerConnection:
     max_frame_size: int
     reader: FrameReader = field(init=False)
     close_reason: str | None = field(default=None, init=False)
-    _queue: deque[bytes] = field(default_factory=deque, init=False)
+    _queue: deque[bytes | memoryview] = field(default_factory=deque, init=False)
     _owed: deque[RequestTicket] = field(default_factory=deque, init=False)   # handed out, in order
 
     def __post_init__(self) -> None:
-        self.reader = FrameReader(self.max_frame_size)
+        self.reader = FrameReader(self.max_frame_size, lends=True)
 
     @property
     def queued(self) -> int:
@@ -282,6 +292,15 @@ class ServerConnection:
         if self.reader.oversize is not None:
             self.close_after_owed(f"request of {self.reader.oversize} bytes exceeds "
                                   f"socket.request.max.bytes ({self.max_frame_size})")
+
+    def receive_space(self) -> memoryview | None:
+        """The unfilled rest of the frame in progress, to receive straight into and report with
+        ``receive_body``; None when no frame is in progress or nothing more is read."""
+        return None if self.close_reason is not None else self.reader.body_space()
+
+    def receive_body(self, n: int) -> None:
+        """``n`` bytes were received into ``receive_space()``."""
+        self._queue.extend(self.reader.body_filled(n))
 
     def next_request(self, overlap_produce: bool = False) -> RequestTicket | None:
         """The next request to handle, or None while one is owed or none waits; with

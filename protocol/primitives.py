@@ -31,7 +31,7 @@ from construct import (
 __all__ = [
     "INT8", "INT16", "UINT16", "INT32", "UINT32", "INT64", "FLOAT64", "BOOLEAN",
     "UVarInt", "VarInt", "VarLong", "UVARINT", "VARINT", "VARLONG",
-    "KafkaString", "KafkaBytes", "KafkaArray", "Uuid", "UUID_TYPE", "ZERO_UUID",
+    "KafkaString", "KafkaBytes", "KafkaRecords", "KafkaArray", "Uuid", "UUID_TYPE", "ZERO_UUID",
     "TaggedFields", "read_uvarint", "uvarint_at", "write_uvarint", "encode_uvarint",
     "zigzag_encode", "zigzag_decode",
 ]
@@ -259,7 +259,7 @@ class KafkaString(_LengthPrefixed):
 
 
 class KafkaBytes(_LengthPrefixed):
-    """BYTES / NULLABLE_BYTES (int32 length) or COMPACT_(NULLABLE_)BYTES; also RECORDS.
+    """BYTES / NULLABLE_BYTES (int32 length) or COMPACT_(NULLABLE_)BYTES.
 
     Parses to ``bytes``; builds from any bytes-like object without re-encoding it.
     """
@@ -278,6 +278,10 @@ class KafkaBytes(_LengthPrefixed):
         _write_length(stream, view.nbytes, self.compact, True)
         stream.write(view)
         return obj
+
+
+class KafkaRecords(KafkaBytes):
+    """RECORDS: BYTES on the wire; a compiled decoder reading a memoryview leaves it a view into it."""
 
 
 class KafkaArray(_LengthPrefixed):

@@ -40,12 +40,12 @@ class OnePartitionProduce(NamedTuple):
     timeout_ms: int
     topic: str
     partition: int
-    records: bytes
+    records: bytes | memoryview   # a view into the frame when the frame is one
 
 
-def read_one_partition(frame: bytes, offset: int, version: int) -> OnePartitionProduce | None:
+def read_one_partition(frame: bytes | memoryview, offset: int, version: int) -> OnePartitionProduce | None:
     """The request at ``frame[offset:]`` if it has the one-partition shape, else None."""
-    if type(frame) is not bytes or not FIRST_VERSION <= version <= FLEXIBLE_FROM:
+    if (type(frame) is not bytes and type(frame) is not memoryview) or not FIRST_VERSION <= version <= FLEXIBLE_FROM:
         return None
     try:
         if version == FLEXIBLE_FROM:
@@ -58,7 +58,7 @@ def read_one_partition(frame: bytes, offset: int, version: int) -> OnePartitionP
         end = pos + name_size
         if name_size < 0 or end > len(frame):
             return None
-        topic = frame[pos:end].decode("utf-8")
+        topic = str(frame[pos:end], "utf-8")
         partitions, index, size = _COUNT_INDEX_SIZE.unpack_from(frame, end)
         pos = end + 12
         if partitions != 1 or size < 0 or pos + size != len(frame):
@@ -68,7 +68,7 @@ def read_one_partition(frame: bytes, offset: int, version: int) -> OnePartitionP
         return None
 
 
-def _flexible(frame: bytes, pos: int) -> OnePartitionProduce | None:
+def _flexible(frame: bytes | memoryview, pos: int) -> OnePartitionProduce | None:
     # compact lengths are uvarints of length + 1; a one-byte uvarint is below 0x80
     if frame[pos] != 0:                          # transactional_id: null
         return None
@@ -81,7 +81,7 @@ def _flexible(frame: bytes, pos: int) -> OnePartitionProduce | None:
     end = pos + name_size
     if name_size < 0 or name_size >= 0x7F or end > len(frame):
         return None
-    topic = frame[pos:end].decode("utf-8")
+    topic = str(frame[pos:end], "utf-8")
     if frame[end] != 2:                          # one partition
         return None
     (index,) = _I32.unpack_from(frame, end + 1)

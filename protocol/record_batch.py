@@ -148,14 +148,14 @@ def set_base_offset(buf: bytearray, pos: int, base_offset: int) -> None:
     _BASE_OFFSET.pack_into(buf, pos, base_offset)
 
 
-def stamp_offset_and_epoch(buf: bytearray, pos: int, base_offset: int, epoch: int) -> None:
+def stamp_offset_and_epoch(buf: bytearray | memoryview, pos: int, base_offset: int, epoch: int) -> None:
     """Rewrite baseOffset and stamp partitionLeaderEpoch in place (both outside the CRC): the
     leader's append."""
     _BASE_OFFSET.pack_into(buf, pos, base_offset)
     _EPOCH.pack_into(buf, pos + 12, epoch)
 
 
-def set_log_append_time(buf: bytearray, pos: int, size: int, timestamp: int) -> None:
+def set_log_append_time(buf: bytearray | memoryview, pos: int, size: int, timestamp: int) -> None:
     """Turn the batch into a LogAppendTime batch with ``timestamp`` and fix its CRC."""
     (attributes,) = _ATTRIBUTES.unpack_from(buf, pos + 21)
     _ATTRIBUTES.pack_into(buf, pos + 21, attributes | TIMESTAMP_TYPE_MASK)

@@ -25,6 +25,7 @@ from .primitives import (
     ZERO_UUID,
     KafkaArray,
     KafkaBytes,
+    KafkaRecords,
     KafkaString,
     Uuid,
     read_tagged_section,
@@ -205,7 +206,7 @@ def record_class(names: tuple[str, ...]) -> type[Struct]:
     return type("Struct", (Struct,), attrs)
 
 
-Decoder = Callable[[bytes, int], "tuple[Struct, int]"]   # (data, pos) -> (struct, end)
+Decoder = Callable[["bytes | memoryview", int], "tuple[Struct, int]"]   # (data, pos) -> (struct, end)
 Encoder = Callable[[Mapping[str, Any], bytes], bytes]   # (body, head): head + the encoded body
 
 
@@ -362,8 +363,10 @@ class _Compiler:
     def scalar(self, t: Type, nullable: bool) -> Construct:
         if t is Type.STRING:
             return KafkaString(nullable, self.flexible)
-        if t in (Type.BYTES, Type.RECORDS):
+        if t is Type.BYTES:
             return KafkaBytes(nullable, self.flexible)
+        if t is Type.RECORDS:
+            return KafkaRecords(nullable, self.flexible)
         return _FIXED[t]
 
     def default(self, f: Field) -> Any:
@@ -395,6 +398,7 @@ class Message:
         self.fields = tuple(fields)
         self._cache: dict[int, KafkaStruct] = {}
         self._compiled: dict[int, tuple[Decoder, Encoder]] = {}
+        self._views: dict[int, Decoder] = {}
 
     @property
     def min_version(self) -> int:
@@ -434,6 +438,16 @@ class Message:
             self._compiled[version] = codecs
         return codecs
 
+    def views_decoder(self, version: int) -> Decoder:
+        """The compiled decoder of ``version`` that reads a memoryview and leaves its RECORDS fields
+        views into it (``compile_decoder(..., views=True)``)."""
+        decoder = self._views.get(version)
+        if decoder is None:
+            from .compiled_codecs import compile_decoder
+            decoder = self._views[version] = compile_decoder(self.construct(version), f"{self.name} v{version}",
+                                                             views=True)
+        return decoder
+
     def default(self, version: int) -> Struct:
         """A struct holding every field's default at ``version``."""
         return _Compiler(version, version in self.flexible).default_struct(self.fields)
@@ -467,7 +481,16 @@ class Message:
 
         Malformed, truncated or (unless ``allow_trailing``) over-long input ->
         KafkaError(INVALID_REQUEST). Pass a ``bytes`` frame plus ``offset`` to avoid copying the body.
+        From a ``memoryview`` (a lent Produce frame, ``protocol/connection.py``), RECORDS fields are
+        views into it, as long as the views decoder takes the input (else they are bytes).
         """
+        if type(data) is memoryview and data.format == "B":
+            try:
+                result, end = self.views_decoder(version)(data, offset)
+                if end == len(data) or allow_trailing:
+                    return result
+            except Exception:
+                pass   # the bytes decoders below decide
         decode = self.compiled(version)[0]
         if type(data) is not bytes:
             data = bytes(data)  # BytesIO shares a bytes object; other buffers are copied

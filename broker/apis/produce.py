@@ -52,7 +52,7 @@ def handle(ctx: BrokerContext, rc: RequestContext, req):
     unauthorized = denied(ctx, rc, WRITE, TOPIC, (td["name"] for td in topic_data))
     order: list[tuple[str, list[int]]] = []
     early: dict[tuple[str, int], dict] = {}
-    entries: dict[tuple[str, int], bytes] = {}
+    entries: dict[tuple[str, int], bytes | memoryview] = {}   # a lent frame's records are views into it
     for td in topic_data:
         name = td["name"]
         indexes: list[int] = []
@@ -66,7 +66,7 @@ def handle(ctx: BrokerContext, rc: RequestContext, req):
             if code:
                 early[tp] = produce_error(code)
             else:
-                entries[tp] = records if type(records) is bytes else bytes(records)
+                entries[tp] = records
 
     def build(results: dict | None) -> dict | None:
         results = {**early, **(results or {})}
@@ -139,7 +139,7 @@ def _one_answer(acks: int, version: int, topic: str, index: int, result: dict) -
                                            result["log_append_time_ms"], result["log_start_offset"]))
 
 
-def _early_error(acks: int, version: int, topic: str, records: bytes | None,
+def _early_error(acks: int, version: int, topic: str, records: bytes | memoryview | None,
                  unauthorized: bool = False) -> ErrorCode | None:
     """What a partition is answered before any append, or None to append it."""
     if acks not in (0, 1, -1):
@@ -169,7 +169,7 @@ def _has_idempotent(req) -> bool:
                for td in req["topic_data"] for pd in td["partition_data"])
 
 
-def _first_batch_attribute(records: bytes | None, at: int, mask: int) -> int | None:
+def _first_batch_attribute(records: bytes | memoryview | None, at: int, mask: int) -> int | None:
     """``records[at] & mask`` of a magic-2 first batch; None for no batch or another format."""
     if records is None or len(records) < HEADER_SIZE or records[MAGIC_AT] != MAGIC:
         return None

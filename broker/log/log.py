@@ -245,16 +245,18 @@ class Log(LogRetention, TransactionalLog):
         return self.leader_epoch_cache.end_offset_for(leader_epoch, self.log_end_offset)
 
     # ---------------------------------------------------------------- append
-    def append_as_leader(self, records: bytes | bytearray, leader_epoch: int,
+    def append_as_leader(self, records: bytes | bytearray | memoryview, leader_epoch: int,
                          origin: str = ORIGIN_CLIENT) -> LogAppendInfo:
         """Validate (``validator.validate_leader``, then producer state), assign offsets from the
         LEO, stamp the epoch (and LogAppendTime), append. A duplicate idempotent batch is not
         appended: its original offsets come back. Control batches only from the coordinator
         (``origin``); a client's records are one batch, with a key on every record of a
         compacted log (INVALID_RECORD); an old client's magic 0/1 message set becomes one
-        magic-2 batch first (``validator.up_convert``)."""
+        magic-2 batch first (``validator.up_convert``). A writable memoryview is a lent request
+        frame's records (``protocol/connection.py:FrameReader``), handed over: it is stamped in
+        place; anything else is copied first."""
         config = self.config
-        buf = bytearray(records)
+        buf = records if type(records) is memoryview and not records.readonly else bytearray(records)
         now = self._now_ms()
         cached = self._leader_checks
         if cached[0] is not config:   # one LeaderChecks per config object, not per append
@@ -328,7 +330,7 @@ class Log(LogRetention, TransactionalLog):
                 cache.assign(h.partition_leader_epoch, h.base_offset)
         return LogAppendInfo(first, expected - 1, -1, self.log_start_offset)
 
-    def _append(self, buf: bytes | bytearray, infos: list, first_offset: int, now: int) -> None:
+    def _append(self, buf: bytes | bytearray | memoryview, infos: list, first_offset: int, now: int) -> None:
         seg = self.segments[-1]
         last_offset = infos[-1][1]
         limits = self._roll_limits

@@ -93,7 +93,7 @@ class TransactionalLog(LogParts):
         state.map_end_offset = leo
         self.producer_state = state
 
-    def _apply_appended(self, batches: list[tuple[int, rb.BatchHeader]], buf: bytes | bytearray,
+    def _apply_appended(self, batches: list[tuple[int, rb.BatchHeader]], buf: bytes | bytearray | memoryview,
                         markers: dict[int, tuple[bool, int]] | None = None) -> None:
         """Apply appended batches (final offsets in their headers) to the producer state and
         index the aborted transactions they end in the active segment."""

@@ -182,7 +182,7 @@ class LogSegment:
             self.bytes_since_last_index_entry = 0
         self.bytes_since_last_index_entry += size
 
-    def append(self, buf: bytes | bytearray, batches: Sequence[BatchInfo], now_ms: int) -> None:
+    def append(self, buf: bytes | bytearray | memoryview, batches: Sequence[BatchInfo], now_ms: int) -> None:
         """Write ``buf`` (complete batches described by ``batches``) at the end."""
         pos0 = self.size
         total = len(buf)

@@ -93,7 +93,7 @@ def _invalid(message: str) -> KafkaError:
 
 # ------------------------------------------------------------------ entry points
 
-def validate_leader(buf: bytes | bytearray, checks: LeaderChecks, now_ms: int, from_client: bool,
+def validate_leader(buf: bytes | bytearray | memoryview, checks: LeaderChecks, now_ms: int, from_client: bool,
                     partition: str) -> Positioned:
     """Every batch of a produce (``from_client``) or coordinator append; raises before any write."""
     if not buf:
@@ -135,7 +135,7 @@ def validate_leader(buf: bytes | bytearray, checks: LeaderChecks, now_ms: int, f
     return batches
 
 
-def up_convert(buf: bytes | bytearray, checks: LeaderChecks, compression_type: str, partition: str) -> bytearray:
+def up_convert(buf: bytes | bytearray | memoryview, checks: LeaderChecks, compression_type: str, partition: str) -> bytearray:
     """A client's magic 0/1 message set as the one magic-2 batch (offsets from 0) that
     ``validate_leader`` then checks like any other; raises before anything is written."""
     messages: list[legacy.LegacyMessage] = []
@@ -202,7 +202,7 @@ def _header(buf: bytes | bytearray | memoryview, pos: int, max_size: int | None)
     return h
 
 
-def _headers(buf: bytes | bytearray, max_size: int | None) -> Positioned:
+def _headers(buf: bytes | bytearray | memoryview, max_size: int | None) -> Positioned:
     batches = []
     pos, n = 0, len(buf)
     while pos < n:
@@ -372,7 +372,7 @@ def _length(data: bytes | bytearray | memoryview, p: int, rec_end: int, lowest: 
     return n, p
 
 
-_check_client_batch: Callable[[bytes | bytearray, int], tuple[int, ...] | None] | None
+_check_client_batch: Callable[[bytes | bytearray | memoryview, int], tuple[int, ...] | None] | None
 try:
     from odradek.protocol._records import check_client_batch as _check_client_batch, scan as _scan
 except ImportError:  # installed without a C compiler: the same check, in Python

@@ -54,7 +54,7 @@ class RequestHandler:
         self.handlers = apis.HANDLERS if handlers is None else handlers
         self._ranges: dict[ModuleType, tuple[int, int]] = {}   # a handler module -> its version range
 
-    def handle(self, frame: bytes, listener: str = "PLAINTEXT", peer: str = "", principal: str = "User:ANONYMOUS",
+    def handle(self, frame: bytes | memoryview, listener: str = "PLAINTEXT", peer: str = "", principal: str = "User:ANONYMOUS",
                token_authenticated: bool = False, throttle: Throttle | None = None) -> bytes | None | defer.Deferred:
         try:
             header, offset = decode_request_header(frame)
@@ -110,7 +110,7 @@ class RequestHandler:
             return result
         return self._encode(result, module, header)
 
-    def _produce_one(self, frame: bytes, offset: int, header: RequestHeader, module: ModuleType,
+    def _produce_one(self, frame: bytes | memoryview, offset: int, header: RequestHeader, module: ModuleType,
                      rc: RequestContext | None, one: OnePartitionProduce) -> bytes | None | defer.Deferred:
         """The common Produce (``produce.handle_one``), taken only where nothing needs the decoded
         request (no client quota); an error is answered as ``handle`` answers it."""

@@ -12,7 +12,9 @@ requests before it have been sent; a CloseConnection (garbage, an acks=0 failure
 once. Either closes only that connection. The responses answered while handling one read (a
 pipelining client's many requests) go out together at its end (and before any close), in order:
 on a plaintext socket through its ``SocketWriter`` (one ``sendmsg``, no copy into Twisted's
-buffer), on TLS as one ``writeSequence``. A connection over the ``ConnectionQuotas`` limits is
+buffer), on TLS as one ``writeSequence``. On a plaintext listener the rest of a large request is
+received straight into its frame's buffer (``socket_reader.py``), and a large Produce is handled
+from that buffer, lent (``protocol/connection.py:FrameReader``). A connection over the ``ConnectionQuotas`` limits is
 closed as soon as it is accepted; one with no request in progress and no bytes either way for
 ``connections.max.idle.ms`` is closed by its factory.
 On a TLS listener the socket is TLS from its first byte (Twisted's TLS over pyOpenSSL); on a SASL
@@ -35,7 +37,7 @@ import logging
 from collections import deque
 from itertools import repeat
 from time import perf_counter
-from typing import Any
+from typing import Any, Callable
 
 from twisted.internet import protocol, task
 from twisted.python.failure import Failure
@@ -69,6 +71,7 @@ class KafkaConnection(protocol.Protocol):
         self.handler = handler
         self.listener = listener
         self.conn = ServerConnection(max_length)
+        self.reader = self.conn.reader   # what DirectReadServer looks at before each read
         self.security = security
         self.principal = ANONYMOUS
         self.token_authenticated = False
@@ -132,17 +135,31 @@ class KafkaConnection(protocol.Protocol):
                 and now - self.last_active > idle_s)
 
     def dataReceived(self, data: bytes) -> None:
+        self._take(self.conn.receive_data, data)
+
+    def receive_space(self) -> memoryview | None:
+        """``DirectReadServer``: where to receive the rest of a large frame straight into."""
+        return None if self._closed else self.conn.receive_space()
+
+    def body_received(self, n: int) -> None:
+        """``DirectReadServer``: ``n`` bytes were received into ``receive_space()``."""
+        self._take(self.conn.receive_body, n)
+
+    def _take(self, receive: Callable[[Any], None], what: Any) -> None:
+        """``receive(what)`` (bytes read, or the count received into the frame), then handle."""
         if self._closed:
             return
-        if self.factory is not None:
-            self.last_active = self.factory.clock.seconds()
-        if self.factory is not None and self.factory.request_stats is not None:
-            queued = self.conn.queued
-            self.conn.receive_data(data)
-            now = perf_counter()
-            self._arrivals.extend(repeat(now, self.conn.queued - queued))
+        factory = self.factory
+        if factory is not None:
+            self.last_active = factory.clock.seconds()
+            if factory.request_stats is not None:
+                queued = self.conn.queued
+                receive(what)
+                self._arrivals.extend(repeat(perf_counter(), self.conn.queued - queued))
+            else:
+                receive(what)
         else:
-            self.conn.receive_data(data)
+            receive(what)
         self._process()
         if self.conn.queued > MAX_QUEUED_REQUESTS and not self._paused and not self._closed:
             self._paused = True
@@ -226,10 +243,10 @@ class KafkaConnection(protocol.Protocol):
         except ValueError as e:
             raise CloseConnection(f"client certificate not mapped to a principal: {e}") from None
 
-    def _authenticate(self, frame: bytes) -> Any:
+    def _authenticate(self, frame: bytes | memoryview) -> Any:
         assert self.sasl is not None
         try:
-            return self.sasl.receive(frame)
+            return self.sasl.receive(bytes(frame))   # (a lent Produce frame is a view)
         except SaslFailure as e:
             raise CloseConnection(f"SASL authentication failed: {e}") from None
         except KafkaError as e:  # a SASL request that does not decode (or a version it lacks): Kafka closes

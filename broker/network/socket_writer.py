@@ -22,9 +22,9 @@ IOV_MAX = 1024   # Linux's limit on the parts of one sendmsg
 
 
 def plain_socket(transport: Any) -> socket.socket | None:
-    """The socket of a plaintext TCP connection (Twisted's ``tcp.Server``, not started on TLS);
+    """The socket of a plaintext TCP connection (a Twisted ``tcp.Server``, not started on TLS);
     None for any other transport (TLS, tests' in-memory ones), which keep the transport's writes."""
-    if type(transport) is tcp.Server and not getattr(transport, "TLS", False):
+    if isinstance(transport, tcp.Server) and not getattr(transport, "TLS", False):
         return transport.socket
     return None
 

@@ -227,7 +227,7 @@ class Partition:
             raise KafkaError(ErrorCode.NOT_ENOUGH_REPLICAS,
                              f"ISR {self.isr} is smaller than min.insync.replicas {min_insync_replicas}")
 
-    def append_as_leader(self, records: bytes, required_acks: int, min_insync_replicas: int,
+    def append_as_leader(self, records: bytes | memoryview, required_acks: int, min_insync_replicas: int,
                          now_ms: int = 0, origin: str = ORIGIN_CLIENT) -> Any:
         """Append a producer's batch; returns the log's LogAppendInfo (or a duplicate's)."""
         self._check_can_append(required_acks, min_insync_replicas)

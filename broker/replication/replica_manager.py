@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import uuid
 import weakref
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 from odradek.broker.completion import Completion
 from odradek.protocol.errors import ErrorCode, KafkaError
@@ -368,7 +368,7 @@ class ReplicaManager(IsrMaintenance):
 
     # ------------------------------------------------------------------ produce
 
-    def append_records(self, timeout_ms: int, required_acks: int, entries: dict[TopicPartition, bytes],
+    def append_records(self, timeout_ms: int, required_acks: int, entries: Mapping[TopicPartition, bytes | memoryview],
                        origin: str = "client") -> Completion[dict[TopicPartition, dict]]:
         """Append to leaders; completes with per-partition response dicts (later for acks=-1).
         ``origin`` "coordinator" lets the group/txn coordinators write transactional batches
@@ -376,7 +376,7 @@ class ReplicaManager(IsrMaintenance):
         return self._append_and_wait(timeout_ms, required_acks, entries, self._records_append(required_acks, origin),
                                      self.topic_stats)
 
-    def append_one(self, timeout_ms: int, required_acks: int, tp: TopicPartition, records: bytes,
+    def append_one(self, timeout_ms: int, required_acks: int, tp: TopicPartition, records: bytes | memoryview,
                    origin: str = "client") -> dict | Completion[dict[TopicPartition, dict]]:
         """``append_records`` of one partition: its response dict when it is known at once, else
         (acks=-1 waiting for the ISR) the Completion ``append_records`` returns."""
@@ -389,8 +389,9 @@ class ReplicaManager(IsrMaintenance):
             return result
         return self._wait_for_replicas(timeout_ms, results, offsets)
 
-    def _records_append(self, required_acks: int, origin: str) -> Callable[[TopicPartition, Partition, bytes], Any]:
-        def append(tp: TopicPartition, p: Partition, records: bytes) -> Any:
+    def _records_append(self, required_acks: int, origin: str
+                        ) -> Callable[[TopicPartition, Partition, bytes | memoryview], Any]:
+        def append(tp: TopicPartition, p: Partition, records: bytes | memoryview) -> Any:
             # min.insync.replicas matters to acks=-1 only (a topic config lookup per partition)
             min_isr = self.min_insync_replicas(tp[0]) if required_acks == -1 else 1
             return p.append_as_leader(records, required_acks, min_isr, self.now_ms(), origin)
@@ -404,7 +405,7 @@ class ReplicaManager(IsrMaintenance):
             return p.append_marker_as_leader(*marker, self.min_insync_replicas(tp[0]), self.now_ms())
         return self._append_and_wait(timeout_ms, -1, markers, append)
 
-    def _append_and_wait(self, timeout_ms: int, required_acks: int, entries: dict[TopicPartition, Any],
+    def _append_and_wait(self, timeout_ms: int, required_acks: int, entries: Mapping[TopicPartition, Any],
                          append: Callable[[TopicPartition, Partition, Any], Any], stats: TopicStats | None = None
                          ) -> Completion[dict[TopicPartition, dict]]:
         results: dict[TopicPartition, dict] = {}

@@ -210,7 +210,7 @@ class Fuzzer:
             for f in self._reader.feed(chunk):
                 if len(f) >= 4 and struct.unpack_from(">i", f)[0] == self._sentinel:
                     return answers, "sentinel"
-                answers.append(f)
+                answers.append(bytes(f))   # (a reader that does not lend gives bytes)
 
     def _count(self, outcome: str) -> str:
         self.stats.outcomes[outcome] += 1
@@ -270,7 +270,7 @@ def _read_one(sock: socket.socket, timeout: float) -> bytes | None:
         if not chunk:
             return None
         if frames := reader.feed(chunk):
-            return frames[0]
+            return bytes(frames[0])
 
 
 # ---------------------------------------------------------------- the log stays readable

@@ -124,3 +124,37 @@ def test_perf_requests_drives_every_kind_without_errors_and_reads_the_brokers_cp
         assert " 0 errors" in ln and "us broker CPU/request" in ln and "requests/s" in ln, ln
         assert int(ln.split(": ", 1)[1].split(" ")[0].replace(",", "")) > 0, ln
     assert all("x the floor's" in ln for ln in lines[1:])
+
+
+def test_perf_requests_of_large_produces_lands_every_record_whole(cluster):
+    """``odradek perf requests --records --record-size``: 100 KiB Produces, each received into the
+    broker's reused buffer and appended from it, are all answered without an error, and every
+    record reads back whole, at the offsets the answers gave."""
+    import os
+    import subprocess
+    import sys
+    topic = "perf-large-produces"
+    with AdminClient(bootstrap_servers=cluster.bootstrap_servers) as admin:
+        admin.create_topics([NewTopic(topic, 1, 1)])
+        wait_for_leaders(admin, topic, 1)
+    odradek = os.path.join(os.path.dirname(sys.executable), "odradek")
+    r = subprocess.run([odradek, "perf", "requests", "--bootstrap-server", cluster.bootstrap_servers,
+                        "--request", "produce", "--topic", topic, "--records", "100", "--record-size", "1024",
+                        "--seconds", "1", "--processes", "1", "--connections", "2", "--in-flight", "4",
+                        "--check-every", "1"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    (line,) = r.stdout.splitlines()
+    assert " 0 errors" in line and "MB/s of requests" in line and "broker CPU-s per GB" in line, line
+    requests = int(line.split(": ", 1)[1].split(" ")[0].replace(",", ""))
+    tp = TopicPartition(topic, 0)
+    with Consumer(bootstrap_servers=cluster.bootstrap_servers, auto_offset_reset="earliest",
+                  max_poll_records=5000) as consumer:
+        assert consumer.end_offsets([tp]) == {tp: requests * 100}
+        consumer.assign([tp])
+        offsets: list[int] = []
+        deadline = time.monotonic() + 60
+        while len(offsets) < requests * 100 and time.monotonic() < deadline:
+            for rec in consumer.poll(timeout_ms=2000).get(tp, []):
+                assert rec.value == b"x" * 1024
+                offsets.append(rec.offset)
+    assert offsets == list(range(requests * 100))

@@ -4,7 +4,8 @@ Invariant: property tests over every version of every declared message (each API
 response, the group, transaction and consumer-protocol records): bodies drawn from the version's
 own declaration encode to the same bytes and decode to the same Struct (keys, order, values,
 types) through both, and the compiled codec takes every such body without tagged fields (so it is
-really used); bytes flipped, cut or extended, tagged fields and values the wire cannot hold get
+really used); from a memoryview, the views decoder gives the same with RECORDS fields left views
+into it (and nothing else a view); bytes flipped, cut or extended, tagged fields and values the wire cannot hold get
 from ``Message.decode``/``encode`` exactly the declared codec's answer or error.
 """
 from __future__ import annotations
@@ -21,7 +22,7 @@ from odradek.broker.group import assignment_protocol
 from odradek.protocol import group_records, txn_records
 from odradek.protocol.apis import API_BY_KEY
 from odradek.protocol.errors import KafkaError
-from odradek.protocol.primitives import KafkaArray, KafkaBytes, KafkaString, Uuid
+from odradek.protocol.primitives import KafkaArray, KafkaBytes, KafkaRecords, KafkaString, Uuid
 from odradek.protocol.schema import EncodeError, KafkaStruct, Message
 
 MESSAGES: list[Message] = [m for api in API_BY_KEY.values() for m in (api.Request, api.Response)] + [
@@ -79,6 +80,31 @@ def _struct(ks: KafkaStruct, tags: bool, wild: bool) -> st.SearchStrategy[dict[s
     return st.fixed_dictionaries(fields, optional=optional)
 
 
+def _unviewed(value: Any) -> Any:
+    """``value`` with every memoryview in it made bytes (a views decoder's result, comparable)."""
+    if isinstance(value, memoryview):
+        return bytes(value)
+    if isinstance(value, dict):
+        return type(value)((k, _unviewed(v)) for k, v in value.items())
+    if isinstance(value, list):
+        return [_unviewed(v) for v in value]
+    return value
+
+
+def _views_only_in_records(con: Any, value: Any) -> None:
+    """A views decoder's ``value`` of ``con``: RECORDS are views, no other field is one."""
+    if isinstance(con, KafkaRecords):
+        assert value is None or type(value) is memoryview
+    elif isinstance(con, KafkaArray) and value is not None:
+        for item in value:
+            _views_only_in_records(con.element, item)
+    elif isinstance(con, KafkaStruct):
+        for slot in con.wire:
+            _views_only_in_records(slot.con, value[slot.name])
+    else:
+        assert type(value) is not memoryview
+
+
 def _outcome(call: Callable[[], Any]) -> tuple[str, str]:
     try:
         return "ok", repr(call())
@@ -121,6 +147,12 @@ def test_bodies_without_tagged_fields_take_the_compiled_path_with_the_same_resul
     for trailing in (False, True):
         assert _outcome(lambda: message.decode(framed, version, 3, trailing)) == \
             _outcome(lambda: message.decode_declared(framed, version, 3, trailing))
+    # from a view (a lent Produce frame): the same fields, RECORDS left views into it
+    viewed, end = message.views_decoder(version)(memoryview(bytearray(declared)), 0)
+    assert end == len(declared)
+    assert repr(_unviewed(viewed)) == repr(canonical)
+    _views_only_in_records(message.construct(version), viewed)
+    assert repr(_unviewed(message.decode(memoryview(bytearray(framed)), version, 3, True))) == repr(canonical)
 
 
 @pytest.mark.parametrize("message", MESSAGES, ids=_message_id)
@@ -145,4 +177,5 @@ def test_any_bytes_and_any_body_get_the_declared_answer(message: Message, data: 
     frame = bytes(raw)
     trailing = data.draw(st.booleans())
     assert _outcome(lambda: message.decode(frame, version, 0, trailing)) == \
-        _outcome(lambda: message.decode_declared(frame, version, 0, trailing))
+        _outcome(lambda: message.decode_declared(frame, version, 0, trailing)) == \
+        _outcome(lambda: _unviewed(message.decode(memoryview(raw), version, 0, trailing)))

@@ -77,6 +77,27 @@ def test_client_base_offset_is_rewritten_and_bytes_otherwise_kept(tmp_path):
     assert (h.base_offset, h.partition_leader_epoch) == (2, 7)
 
 
+@pytest.mark.parametrize("append_time", [False, True])
+def test_a_lent_frames_records_are_stamped_in_place_and_stored_as_a_copy_would_be(tmp_path, append_time):
+    """A writable view (a lent Produce frame's records) is the log's to stamp: what is stored is what
+    the same batch given as bytes stores; a caller's bytes, bytearray or read-only view is not touched."""
+    kwargs = {"message_timestamp_type": "LogAppendTime"} if append_time else {}
+    clock = Clock()
+    by_copy, in_place = make_log(tmp_path / "a", clock, **kwargs), make_log(tmp_path / "b", clock, **kwargs)
+    raw = batch(4)
+    for log in (by_copy, in_place):
+        log.append_as_leader(batch(2), 3)
+    frame = bytearray(b"header" + raw)
+    view = memoryview(frame)[6:]
+    assert by_copy.append_as_leader(raw, 3) == in_place.append_as_leader(view, 3)
+    assert by_copy.read(0, 1 << 20) == in_place.read(0, 1 << 20)
+    assert rb.parse_header(view).base_offset == 2 and frame[:6] == b"header"   # stamped there, nothing else
+    for untouched in (raw, bytearray(raw), memoryview(raw), memoryview(bytearray(raw)).toreadonly()):
+        before = bytes(untouched)
+        by_copy.append_as_leader(untouched, 3)
+        assert bytes(untouched) == before
+
+
 def test_multi_batch_append_and_reads_across_rolls(tmp_path):
     log = make_log(tmp_path, segment_bytes=1000)
     with pytest.raises(KafkaError) as refused:   # a client's produce carries one batch per partition

@@ -1,14 +1,15 @@
 """The sans-IO connection: framing under any chunking, request/response pairing, owed responses."""
 from __future__ import annotations
 
+import random
 import struct
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from odradek.protocol.apis import api_versions, metadata
-from odradek.protocol.connection import (SMALL_FRAME, ClientConnection, FrameReader, ServerConnection,
-                                         frame_parts)
+from odradek.protocol.connection import (LEND_FROM, SMALL_FRAME, ClientConnection, FrameReader,
+                                         ServerConnection, frame_parts)
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.header import encode_response
 
@@ -42,6 +43,63 @@ def test_large_frame_received_straight_into_its_buffer():
     space[:len(rest) - 10] = rest[:-10]
     assert reader.body_filled(len(rest) - 10) == []
     assert reader.feed(rest[-10:] + framed([b"next"])) == [frame, b"next"]
+
+
+def produce_frame(seed: int, size: int = LEND_FROM + 1000) -> bytes:
+    """A frame that begins as a Produce request does (api key 0), then ``size`` bytes in all."""
+    return b"\x00\x00" + random.Random(seed).randbytes(size - 2)
+
+
+def feed_in_chunks(reader: FrameReader, data: bytes, chunk: int = 4096) -> list:
+    out: list = []
+    for i in range(0, len(data), chunk):
+        out += reader.feed(data[i:i + chunk])
+    return out
+
+
+def test_a_lending_reader_hands_out_large_produce_frames_as_writable_views_of_its_buffer():
+    small, other = produce_frame(1, 200), b"\x00\x03" + bytes(LEND_FROM)   # a small Produce; a large Metadata
+    big = produce_frame(2)
+    out = feed_in_chunks(FrameReader(1 << 20, lends=True), framed([small, big, other]))
+    assert out == [small, big, other]
+    assert [type(f) for f in out] == [bytes, memoryview, bytes]
+    assert not out[1].readonly
+    # a reader that does not lend (a client's) copies every frame
+    assert [type(f) for f in feed_in_chunks(FrameReader(1 << 20), framed([big]))] == [bytes]
+
+
+def test_a_lent_frame_is_never_written_over_while_held_and_its_buffer_is_reused_once_released():
+    reader = FrameReader(1 << 20, lends=True)
+    first, second, third = produce_frame(1), produce_frame(2), produce_frame(3)
+    (held,) = feed_in_chunks(reader, framed([first]))
+    (view,) = feed_in_chunks(reader, framed([second]))   # the first is still held: another buffer
+    assert held == first and view == second and view.obj is not held.obj
+    lent_id = id(view.obj)   # (the reader keeps that buffer alive: the id cannot be reused meanwhile)
+    del view
+    (again,) = feed_in_chunks(reader, framed([third]))
+    assert again == third and id(again.obj) == lent_id   # released: reused, no fresh allocation
+    assert held == first
+
+
+def test_a_server_connection_receives_the_rest_of_a_large_frame_straight_into_it():
+    conn = ServerConnection(1 << 20)
+    frame = produce_frame(4)
+    data = framed([frame, b"\x00\x12next"])
+    conn.receive_data(data[:1000])
+    space = conn.receive_space()
+    assert space is not None and len(space) == len(frame) - 996
+    space[:] = data[1000:4 + len(frame)]
+    conn.receive_body(len(space))
+    assert conn.receive_space() is None
+    conn.receive_data(data[4 + len(frame):])
+    first, second = conn.next_request(), None
+    assert first is not None and first.frame == frame and type(first.frame) is memoryview and first.produce
+    conn.respond(first, b"r")
+    second = conn.next_request()
+    assert second is not None and second.frame == b"\x00\x12next"
+    conn.close_after_owed("closing")
+    conn.receive_data(framed([frame])[:1000])   # nothing more is read once closing
+    assert conn.receive_space() is None
 
 
 def test_oversize_and_negative_sizes_stop_the_reader_after_the_frames_before_them():
