@@ -9,9 +9,10 @@ blocking clients and the test fakes all frame, match and queue the same way.
   the frames before it are still delivered, ``oversize`` holds the size, and nothing after it
   is read. A frame that arrives whole in one chunk costs one copy; a larger one is gathered
   into a buffer of its final size (no re-concatenation), which the caller may fill straight from
-  the socket (``body_space``). A reader that ``lends`` hands out a large Produce frame as a
-  writable view of that buffer instead of a copy (the log stamps its batches in place and appends
-  them from there), and reuses the buffer only once nothing holds a view of it any more.
+  the socket (``body_space``). A reader with a ``lend`` rule hands out the large frames it picks
+  as writable views of that buffer instead of copies (a broker's Produce requests, whose batches
+  the log stamps in place and appends from there; the fetch responses a follower appends), and
+  reuses the buffer only once nothing holds a view of it any more.
 - ``ClientConnection`` (the requesting side) gives each request the next correlation id,
   keeps the requests awaiting a response in a FIFO, and matches every response to the oldest
   of them: a response whose correlation id differs, that does not decode, or that nobody
@@ -33,7 +34,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from sys import getrefcount
 from types import ModuleType
-from typing import Any, Generic, Mapping, TypeVar
+from typing import Any, Callable, Generic, Mapping, TypeVar
 
 from . import header as _header
 from .errors import ErrorCode, KafkaError
@@ -43,7 +44,7 @@ _I16 = struct.Struct(">h")
 API_VERSIONS_KEY = 18
 SMALL_FRAME = 65536  # below this a size prefix is joined to its frame; above, written apart
 MAX_SPARE = 16 << 20  # a gathering buffer up to this size is kept for the next large frame
-LEND_FROM = 65536     # a Produce frame this large is lent (a view of the gathering buffer), not copied
+LEND_FROM = 65536     # a frame this large may be lent (a view of the gathering buffer), not copied
 # the references to the spare buffer while nothing else holds it: the reader's, a local name's
 # and getrefcount's argument (a view of it holds one more, through its managed buffer)
 _UNSHARED = 3
@@ -65,11 +66,11 @@ def frame_parts(frame: bytes) -> list[bytes]:
 class FrameReader:
     """Reassembles size-prefixed frames from a byte stream."""
 
-    __slots__ = ("max_frame_size", "lends", "oversize", "_head", "gathering", "_size", "_filled", "_spare")
+    __slots__ = ("max_frame_size", "lend", "oversize", "_head", "gathering", "_size", "_filled", "_spare")
 
-    def __init__(self, max_frame_size: int, lends: bool = False) -> None:
+    def __init__(self, max_frame_size: int, lend: Callable[[bytearray], bool] | None = None) -> None:
         self.max_frame_size = max_frame_size
-        self.lends = lends                 # large Produce frames come out as views (see the module doc)
+        self.lend = lend                   # which large frames come out as views (see the module doc)
         self.oversize: int | None = None   # the size of the frame that stopped the reader
         self._head = b""                   # a partial size prefix
         self.gathering: bytearray | None = None  # gathers the frame in progress (may be longer); None between frames
@@ -152,7 +153,7 @@ class FrameReader:
         assert body is not None
         self._spare = body if len(body) <= MAX_SPARE else None
         self.gathering, self._size, self._filled = None, 0, 0
-        if self.lends and size >= LEND_FROM and body[0] == 0 and body[1] == 0:   # a Produce: lent
+        if self.lend is not None and size >= LEND_FROM and self.lend(body):
             return memoryview(body)[:size]
         return bytes(memoryview(body)[:size])
 
@@ -170,9 +171,10 @@ class ClientConnection(Generic[T]):
     """The requesting end of one connection."""
 
     def __init__(self, client_id: str | None, max_frame_size: int = 0x7FFFFFFF,
-                 first_correlation_id: int = 0) -> None:
+                 first_correlation_id: int = 0, lend_responses: bool = False) -> None:
         self.client_id = client_id
-        self.reader = FrameReader(max_frame_size)
+        # lent responses: their RECORDS are views into the reader's buffer (a follower's fetches)
+        self.reader = FrameReader(max_frame_size, _every_frame if lend_responses else None)
         self.in_flight: deque[PendingRequest[T]] = deque()
         self.violation: str | None = None  # set once the peer broke the protocol: close
         self._next_id = first_correlation_id & 0x7FFFFFFF
@@ -241,8 +243,12 @@ class ClientConnection(Generic[T]):
 _PRODUCE_KEY = b"\x00\x00"   # Produce's api key (0), as a request frame begins
 
 
-def _is_produce(frame: bytes | memoryview) -> bool:
+def _is_produce(frame: bytes | bytearray | memoryview) -> bool:
     return frame[:2] == _PRODUCE_KEY
+
+
+def _every_frame(frame: bytearray) -> bool:
+    return True
 
 
 class RequestTicket:
@@ -273,7 +279,7 @@ class ServerConnection:
     _owed: deque[RequestTicket] = field(default_factory=deque, init=False)   # handed out, in order
 
     def __post_init__(self) -> None:
-        self.reader = FrameReader(self.max_frame_size, lends=True)
+        self.reader = FrameReader(self.max_frame_size, _is_produce)
 
     @property
     def queued(self) -> int:

@@ -14,7 +14,7 @@ from types import ModuleType
 from typing import Any, Mapping, NamedTuple
 
 from .errors import ErrorCode, KafkaError
-from .primitives import KafkaString, read_tagged_section, uvarint_at, write_tagged_section
+from .primitives import KafkaString, uvarint_at, write_tagged_section
 from .schema import Struct
 
 __all__ = [
@@ -129,18 +129,24 @@ def decode_request_header(frame: bytes | bytearray | memoryview) -> tuple[Reques
         if version >= 2:
             if buf[offset] == 0:   # no tagged fields: what every client sends
                 return _new_tuple(RequestHeader, (api_key, api_version, correlation_id, client_id)), offset + 1
-            count, offset = uvarint_at(buf, offset)
-            for _ in range(count):
-                _tag, offset = uvarint_at(buf, offset)
-                size, offset = uvarint_at(buf, offset)
-                offset += size
-                if offset > len(buf):
-                    raise ValueError("truncated header tagged fields")
+            offset = _after_tagged_section(buf, offset)
     except KafkaError:
         raise
     except Exception as exc:
         raise KafkaError(ErrorCode.INVALID_REQUEST, f"malformed request header: {exc}") from None
     return _new_tuple(RequestHeader, (api_key, api_version, correlation_id, client_id)), offset
+
+
+def _after_tagged_section(buf: bytes | memoryview, offset: int) -> int:
+    """Where the tagged-field section at ``offset`` ends (a header's: its fields are skipped)."""
+    count, offset = uvarint_at(buf, offset)
+    for _ in range(count):
+        _tag, offset = uvarint_at(buf, offset)
+        size, offset = uvarint_at(buf, offset)
+        offset += size
+        if offset > len(buf):
+            raise ValueError("truncated header tagged fields")
+    return offset
 
 
 def encode_request_header(api_key: int, api_version: int, correlation_id: int,
@@ -194,17 +200,14 @@ def encode_response(api: ModuleType, version: int, correlation_id: int,
 
 def decode_response(api: ModuleType, version: int,
                     frame: bytes | bytearray | memoryview) -> tuple[int, Struct]:
-    """Parse a response frame (no size prefix) -> (correlation_id, body)."""
-    if type(frame) is not bytes:
-        frame = bytes(frame)
-    stream = io.BytesIO(frame)
+    """Parse a response frame (no size prefix) -> (correlation_id, body). Reads the frame in place:
+    a lent frame (a memoryview, ``connection.py:FrameReader``) leaves RECORDS views into it."""
+    buf = frame if type(frame) is bytes or type(frame) is memoryview else bytes(frame)
     try:
-        fixed = stream.read(4)
-        if len(fixed) != 4:
-            raise ValueError("frame shorter than a response header")
-        (correlation_id,) = _CORRELATION.unpack(fixed)
+        (correlation_id,) = _CORRELATION.unpack_from(buf, 0)
+        offset = 4
         if response_header_version(api.API_KEY, version) >= 1:
-            read_tagged_section(stream)
+            offset = _after_tagged_section(buf, offset)
     except Exception as exc:
         raise KafkaError(ErrorCode.INVALID_REQUEST, f"malformed response header: {exc}") from None
-    return correlation_id, api.Response.decode(frame, version, stream.tell())
+    return correlation_id, api.Response.decode(buf, version, offset)

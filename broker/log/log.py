@@ -304,7 +304,7 @@ class Log(LogRetention, TransactionalLog):
             self.leader_epoch_cache.assign(leader_epoch, first)
         return LogAppendInfo(first, offset - 1, now if log_append_time else -1, self.log_start_offset)
 
-    def append_as_follower(self, records: bytes | bytearray) -> LogAppendInfo:
+    def append_as_follower(self, records: bytes | bytearray | memoryview) -> LogAppendInfo:
         """Append the leader's batches as they are (offsets and epochs kept)."""
         if not records:
             return LogAppendInfo(-1, -1, -1, self.log_start_offset)

@@ -173,7 +173,7 @@ def up_convert(buf: bytes | bytearray | memoryview, checks: LeaderChecks, compre
     return bytearray(builder.build())
 
 
-def validate_replicated(buf: bytes | bytearray, partition: str) -> Positioned:
+def validate_replicated(buf: bytes | bytearray | memoryview, partition: str) -> Positioned:
     """Every batch a follower fetched, checked as it will be stored (offsets as the leader set them;
     decompression unbounded: the leader bounded it when the batch was produced)."""
     if not buf:

@@ -25,8 +25,10 @@ from typing import Any, Mapping
 from twisted.internet import defer, protocol
 from twisted.python.failure import Failure
 
-from odradek.protocol.connection import ClientConnection
+from odradek.protocol.connection import ClientConnection, PendingRequest
 from odradek.protocol.sasl import SaslClient, exchange
+
+from .socket_reader import connect_direct
 
 log = logging.getLogger(__name__)
 
@@ -65,8 +67,10 @@ class _Protocol(protocol.Protocol):
 
     def __init__(self, owner: "BrokerClient"):
         self.owner = owner
-        self.conn: ClientConnection[_Request] = ClientConnection(owner.client_id,
-                                                                 first_correlation_id=owner._next_id)
+        # responses lent (a fetch's records are views into the reader's buffer, appended from there)
+        self.conn: ClientConnection[_Request] = ClientConnection(owner.client_id, first_correlation_id=owner._next_id,
+                                                                 lend_responses=True)
+        self.reader = self.conn.reader   # what DirectReadClient looks at before each read
 
     def connectionMade(self) -> None:
         # as Kafka's Selector does: a follower's fetch or a controller request goes out at once,
@@ -75,7 +79,15 @@ class _Protocol(protocol.Protocol):
         self.owner._connected(self)
 
     def dataReceived(self, data: bytes) -> None:
-        self.owner._data_received(self, data)
+        self.owner._completed(self, self.conn.receive_data(data))
+
+    def receive_space(self) -> memoryview | None:
+        """``DirectReadClient``: where to receive the rest of a large frame straight into."""
+        return self.reader.body_space()
+
+    def body_received(self, n: int) -> None:
+        """``DirectReadClient``: ``n`` bytes were received into ``receive_space()``."""
+        self.owner._completed(self, self.conn.receive_body(n))
 
     def connectionLost(self, reason: Failure = protocol.connectionDone) -> None:
         self.owner._disconnected(self, reason)
@@ -183,7 +195,7 @@ class BrokerClient:
             self.reactor.connectSSL(self.host, self.port, _Factory(self), tls(self.host),
                                     timeout=self._connect_timeout)
         else:
-            self.reactor.connectTCP(self.host, self.port, _Factory(self), timeout=self._connect_timeout)
+            connect_direct(self.reactor, self.host, self.port, _Factory(self), self._connect_timeout)
 
     def _schedule_reconnect(self) -> None:
         if self._closed or not self._unsent:
@@ -267,8 +279,8 @@ class BrokerClient:
                    DisconnectedError(f"connection to {self.host}:{self.port} lost"))
         self._schedule_reconnect()
 
-    def _data_received(self, proto: _Protocol, data: bytes) -> None:
-        for pending, body in proto.conn.receive_data(data):
+    def _completed(self, proto: _Protocol, done: list[tuple[PendingRequest[_Request], Any]]) -> None:
+        for pending, body in done:
             self._settle(pending.token, body)
         if proto.conn.violation is not None:
             log.warning("dropping the connection to %s:%d: %s", self.host, self.port, proto.conn.violation)

@@ -1,12 +1,14 @@
-"""DirectReadServer: a plaintext connection that receives a large frame straight into its buffer.
+"""Connections that receive a large frame straight into its buffer: ``DirectReadServer`` (a
+plaintext listener's, through ``DirectReadPort``) and ``DirectReadClient`` (a broker's own plaintext
+connections to other brokers, through ``connect_direct``).
 
-Invariant: every byte the socket delivers reaches the connection once, in order, and no read goes
+Invariant: every byte the socket delivers reaches the protocol once, in order, and no read goes
 past the end of the frame in progress. While a frame with at least ``bufferSize`` (64 KiB) still to
-come is in progress, the reader's ``recv_into`` fills that frame's own buffer (the protocol's
-``receive_space`` / ``body_received``); otherwise Twisted's ``recv`` hands a fresh ``bytes`` of up
-to 64 KiB to ``dataReceived``, as on any TCP connection. A 1 MB Produce is thus copied once, by the
-kernel, into a buffer that is reused from one request to the next (``protocol/connection.py:
-FrameReader``) instead of arriving as 16 chunks copied again into it.
+come is in progress, ``recv_into`` fills that frame's own buffer (the protocol's ``reader``,
+``receive_space`` and ``body_received``); otherwise Twisted's ``recv`` hands a fresh ``bytes`` of up
+to 64 KiB to ``dataReceived``, as on any TCP connection. A 1 MB Produce or fetch response is thus
+copied once, by the kernel, into a buffer that is reused from one frame to the next
+(``protocol/connection.py:FrameReader``) instead of arriving as 16 chunks copied again into it.
 """
 from __future__ import annotations
 
@@ -16,18 +18,21 @@ from twisted.internet import main, tcp
 from twisted.internet.tcp import EWOULDBLOCK
 
 
-class DirectReadServer(tcp.Server):
-    """The accepted side of a plaintext Kafka listener (``protocol`` a ``KafkaConnection``)."""
+class DirectRead:
+    """The read of a connection whose ``protocol`` has a ``reader`` (a ``FrameReader``),
+    ``receive_space()`` and ``body_received(n)``."""
 
     protocol: Any
+    socket: Any
+    bufferSize: int
 
     def doRead(self) -> Any:
         protocol = self.protocol
         if protocol.reader.gathering is None:   # no frame in progress: the common case, one check
-            return tcp.Server.doRead(self)
+            return tcp.Connection.doRead(self)  # type: ignore[arg-type]
         space = protocol.receive_space()
         if space is None or len(space) < self.bufferSize:
-            return tcp.Server.doRead(self)
+            return tcp.Connection.doRead(self)  # type: ignore[arg-type]
         try:
             n = self.socket.recv_into(space)
         except OSError as e:
@@ -36,11 +41,31 @@ class DirectReadServer(tcp.Server):
             return main.CONNECTION_LOST
         if not n:
             return main.CONNECTION_DONE
-        self.protocol.body_received(n)
+        protocol.body_received(n)
         return None
+
+
+class DirectReadServer(DirectRead, tcp.Server):
+    """The accepted side of a plaintext Kafka listener (``protocol`` a ``KafkaConnection``)."""
 
 
 class DirectReadPort(tcp.Port):
     """A plaintext Kafka listener: its connections are ``DirectReadServer``s."""
 
     transport = DirectReadServer
+
+
+class DirectReadClient(DirectRead, tcp.Client):
+    """A broker's plaintext connection to another broker (``protocol`` a ``broker_client`` one)."""
+
+
+class _DirectReadConnector(tcp.Connector):
+    def _makeTransport(self) -> DirectReadClient:
+        return DirectReadClient(self.host, self.port, self.bindAddress, self, self.reactor)
+
+
+def connect_direct(reactor: Any, host: str, port: int, factory: Any, timeout: float) -> tcp.Connector:
+    """``reactor.connectTCP``, with a ``DirectReadClient`` as the connection."""
+    connector = _DirectReadConnector(host, port, factory, timeout, None, reactor)
+    connector.connect()
+    return connector

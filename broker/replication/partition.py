@@ -348,7 +348,7 @@ class Partition:
 
     # -------------------------------------------------------------- follower
 
-    def append_as_follower(self, records: bytes, leader_hw: int, leader_log_start: int) -> int:
+    def append_as_follower(self, records: bytes | memoryview, leader_hw: int, leader_log_start: int) -> int:
         """Append the leader's batches, then HW = min(leader HW, LEO); returns the new LEO."""
         if records:
             with self.io_guard("appending replicated records to"):

@@ -105,7 +105,7 @@ def out_of_range_action(replica_leo: int, leader_leo: int, leader_log_start: int
     return "fetch", max(leader_log_start, replica_leo)
 
 
-def complete_batches(records: bytes) -> bytes:
+def complete_batches(records: bytes | memoryview) -> bytes | memoryview:
     """``records`` cut after its last complete batch."""
     end = 0
     for pos, h in iter_headers(records):

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import queue
+import random
 import threading
 
 import pytest
@@ -11,8 +12,9 @@ from twisted.protocols.basic import Int32StringReceiver
 
 from odradek.broker.network.broker_client import (BrokerClient, ClientClosedError, DisconnectedError,
                                                   RequestTimedOutError, UnreachableError)
+from odradek.broker.network.socket_reader import DirectReadClient
 from odradek.protocol import header
-from odradek.protocol.apis import update_metadata
+from odradek.protocol.apis import fetch, update_metadata
 from odradek.zk.ensemble import free_ports
 
 V = update_metadata.MAX_VERSION
@@ -53,6 +55,10 @@ class Server(Int32StringReceiver):
             self.transport.loseConnection()
         elif mode == "silent":
             pass
+        elif mode == "fetch":   # a follower's fetch: answered with records many reads long
+            self.sendString(header.encode_response(fetch, hdr.api_version, hdr.correlation_id, {
+                "responses": [{"topic": "t", "partition_responses": [
+                    {"partition": 0, "error_code": 0, "high_watermark": 1, "record_set": big_records(hdr.correlation_id)}]}]}))
         else:
             cid = hdr.correlation_id + (1 if mode == "badcid" else 0)
             self.sendString(header.encode_response(update_metadata, hdr.api_version, cid,
@@ -93,6 +99,25 @@ def test_requests_and_responses_in_order(rt):
     assert [h.correlation_id for h in f.seen] == [0, 1, 2, 3, 4]
     assert {h.client_id for h in f.seen} == {"test-client"}
     assert {h.api_key for h in f.seen} == {update_metadata.API_KEY}
+    rt.call(client.close)
+
+
+def big_records(seed: int) -> bytes:
+    return random.Random(seed).randbytes(3 << 20)
+
+
+def test_large_responses_are_received_into_their_frame_and_their_records_lent(rt):
+    """A broker's plaintext connection receives a large fetch response straight into the frame's
+    buffer (``DirectReadClient``) and decodes its records as a view into it; a view still held is
+    never written over by the responses after it."""
+    port = listen(rt, ServerFactory("fetch")).getHost().port
+    client = rt.call(BrokerClient, rt.reactor, "127.0.0.1", port, "c")
+    request = {"replica_id": 1, "max_wait_ms": 0, "min_bytes": 1, "topics": []}
+    responses = rt.call(lambda: defer.gatherResults([client.send(fetch, 11, request) for _ in range(4)]))
+    assert type(rt.call(lambda: client._proto.transport)) is DirectReadClient
+    held = [r.responses[0].partition_responses[0].record_set for r in responses]
+    assert [type(v) for v in held] == [memoryview] * 4
+    assert [bytes(v) for v in held] == [big_records(cid) for cid in range(4)]
     rt.call(client.close)
 
 

@@ -7,7 +7,7 @@ import struct
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from odradek.protocol.apis import api_versions, metadata
+from odradek.protocol.apis import api_versions, fetch, metadata
 from odradek.protocol.connection import (LEND_FROM, SMALL_FRAME, ClientConnection, FrameReader,
                                          ServerConnection, frame_parts)
 from odradek.protocol.errors import ErrorCode
@@ -57,19 +57,33 @@ def feed_in_chunks(reader: FrameReader, data: bytes, chunk: int = 4096) -> list:
     return out
 
 
-def test_a_lending_reader_hands_out_large_produce_frames_as_writable_views_of_its_buffer():
+def test_a_servers_reader_lends_large_produce_frames_as_writable_views_of_its_buffer():
     small, other = produce_frame(1, 200), b"\x00\x03" + bytes(LEND_FROM)   # a small Produce; a large Metadata
     big = produce_frame(2)
-    out = feed_in_chunks(FrameReader(1 << 20, lends=True), framed([small, big, other]))
+    out = feed_in_chunks(ServerConnection(1 << 20).reader, framed([small, big, other]))
     assert out == [small, big, other]
     assert [type(f) for f in out] == [bytes, memoryview, bytes]
     assert not out[1].readonly
     # a reader that does not lend (a client's) copies every frame
-    assert [type(f) for f in feed_in_chunks(FrameReader(1 << 20), framed([big]))] == [bytes]
+    assert [type(f) for f in feed_in_chunks(ClientConnection("c").reader, framed([big]))] == [bytes]
+
+
+def test_a_connection_lending_responses_decodes_a_large_fetch_with_its_records_a_view_into_the_frame():
+    records = random.Random(5).randbytes(LEND_FROM * 3)
+    body = {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": [{"topic": "t", "partition_responses": [
+        {"partition": 0, "error_code": 0, "high_watermark": 9, "last_stable_offset": 9, "log_start_offset": 0,
+         "aborted_transactions": [], "preferred_read_replica": -1, "record_set": records}]}]}
+    for lend, kind in ((True, memoryview), (False, bytes)):
+        conn: ClientConnection[str] = ClientConnection("c", lend_responses=lend)
+        pending, _ = conn.send_request(fetch, 11, {"replica_id": 1, "max_wait_ms": 0, "min_bytes": 1, "topics": []}, "f")
+        (done,) = [d for chunk in split(_response(fetch, 11, pending.correlation_id, body), list(range(0, 10 ** 6, 9000)))
+                   for d in conn.receive_data(chunk)]
+        got = done[1].responses[0].partition_responses[0]
+        assert type(got.record_set) is kind and got.record_set == records and got.high_watermark == 9
 
 
 def test_a_lent_frame_is_never_written_over_while_held_and_its_buffer_is_reused_once_released():
-    reader = FrameReader(1 << 20, lends=True)
+    reader = ServerConnection(1 << 20).reader
     first, second, third = produce_frame(1), produce_frame(2), produce_frame(3)
     (held,) = feed_in_chunks(reader, framed([first]))
     (view,) = feed_in_chunks(reader, framed([second]))   # the first is still held: another buffer
