@@ -9,7 +9,7 @@ unusual types (a ``str`` subclass, a bytes-like string, a set for an array). ``M
 ``encode`` then run the declared construct codec, which gives the canonical answer or error. So a
 compiled codec can only ever be faster, never different; property tests over every message and
 version hold them to that (``tests/unit/test_compiled_codecs.py``). The one difference allowed is
-the views decoder's (``compile_decoder(..., views=True)``, for a lent Produce frame): from a
+the views decoder's (``compile_decoder(..., views=True)``, for a lent frame): from a
 ``memoryview`` it gives RECORDS fields as views into it, equal to the bytes the others give.
 
 The generated code reads with a ``struct.Struct``'s ``unpack_from`` at a position in one ``bytes``

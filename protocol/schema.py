@@ -481,8 +481,8 @@ class Message:
 
         Malformed, truncated or (unless ``allow_trailing``) over-long input ->
         KafkaError(INVALID_REQUEST). Pass a ``bytes`` frame plus ``offset`` to avoid copying the body.
-        From a ``memoryview`` (a lent Produce frame, ``protocol/connection.py``), RECORDS fields are
-        views into it, as long as the views decoder takes the input (else they are bytes).
+        From a ``memoryview`` (a lent frame, ``protocol/connection.py:FrameReader``), RECORDS fields
+        are views into it, as long as the views decoder takes the input (else they are bytes).
         """
         if type(data) is memoryview and data.format == "B":
             try:

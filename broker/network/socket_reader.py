@@ -18,6 +18,9 @@ from twisted.internet import main, tcp
 from twisted.internet.tcp import EWOULDBLOCK
 
 
+_read = tcp.Connection.doRead   # Twisted's read: up to bufferSize bytes into a fresh bytes
+
+
 class DirectRead:
     """The read of a connection whose ``protocol`` has a ``reader`` (a ``FrameReader``),
     ``receive_space()`` and ``body_received(n)``."""
@@ -29,10 +32,10 @@ class DirectRead:
     def doRead(self) -> Any:
         protocol = self.protocol
         if protocol.reader.gathering is None:   # no frame in progress: the common case, one check
-            return tcp.Connection.doRead(self)  # type: ignore[arg-type]
+            return _read(self)  # type: ignore[arg-type]
         space = protocol.receive_space()
         if space is None or len(space) < self.bufferSize:
-            return tcp.Connection.doRead(self)  # type: ignore[arg-type]
+            return _read(self)  # type: ignore[arg-type]
         try:
             n = self.socket.recv_into(space)
         except OSError as e:
