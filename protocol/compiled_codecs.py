@@ -27,9 +27,12 @@ from typing import Any, Iterator
 from construct import Flag, FormatField
 
 from .primitives import KafkaArray, KafkaBytes, KafkaRecords, KafkaString, Uuid, encode_uvarint, uvarint_at
-from .schema import Decoder, Encoder, KafkaStruct, _Slot
+from .schema import Decoder, KafkaStruct, _Slot
 
 _SMALL = tuple(bytes((i,)) for i in range(128))
+
+
+LARGE_PART = 65536   # RECORDS this large stay a part of their own in a parts encoder's output
 
 
 class Declined(Exception):
@@ -50,6 +53,8 @@ class _Source:
 
     def __init__(self, views: bool = False) -> None:
         self.views = views   # a decoder of memoryviews (see compile_decoder)
+        self.parts = False   # an encoder that leaves large RECORDS unjoined (see compile_encoder)
+        self.records = False   # ... and it has RECORDS to leave so
         self.lines: list[str] = []
         self.names: dict[str, Any] = {
             "Declined": Declined, "uvarint": uvarint_at, "unpack_from": struct.unpack_from,
@@ -271,7 +276,16 @@ def _encode_value(src: _Source, d: int, con: Any, value: str) -> None:
         src.emit(d + 1, f"if type({value}) is not bytes:")
         src.emit(d + 2, f"{value} = memoryview({value}).cast('B')")
         _encode_length(src, d + 1, f"len({value})", con.compact, True)
-        src.emit(d + 1, f"put({value})")
+        if src.parts and isinstance(con, KafkaRecords):   # large records: a part of their own, not copied
+            src.records = True
+            src.emit(d + 1, f"if len({value}) >= LARGE_PART:")
+            src.emit(d + 2, "parts.append(b''.join(out))")
+            src.emit(d + 2, "out.clear()")
+            src.emit(d + 2, f"parts.append({value})")
+            src.emit(d + 1, "else:")
+            src.emit(d + 2, f"put({value})")
+        else:
+            src.emit(d + 1, f"put({value})")
     elif isinstance(con, KafkaArray):
         _encode_null(src, d, value, con)
         src.emit(d + 1, f"if type({value}) is not list and type({value}) is not tuple:")
@@ -310,16 +324,27 @@ def _encode_struct(src: _Source, d: int, ks: KafkaStruct, obj: str) -> None:
         src.emit(d, "put(b'\\x00')")
 
 
-def compile_encoder(ks: KafkaStruct, name: str) -> Encoder:
+def compile_encoder(ks: KafkaStruct, name: str, parts: bool = False) -> Any:
     """A function ``(obj, head) -> bytes`` writing ``head`` then ``obj`` as ``ks`` (missing fields
     take defaults), joined once: a response's header goes in front without another copy of a
-    fetch's records."""
+    fetch's records. With ``parts``, RECORDS of at least ``LARGE_PART`` bytes are not joined: the
+    function then returns the list of parts (the joined bytes before each such records value, the
+    value itself, the joined bytes after), whose concatenation is what it would have returned."""
     src = _Source()
+    src.parts = parts
     src.names["MISSING"] = object()
+    src.names["LARGE_PART"] = LARGE_PART
     src.emit(0, "def encode(obj, head=b''):")
     src.emit(1, "out = [head]")
     src.emit(1, "put = out.append")
+    if parts:
+        src.emit(1, "parts = []")
     _encode_struct(src, 1, ks, "obj")
+    if parts and not src.records:   # nothing to leave unjoined: the plain encoder, without the checks
+        return compile_encoder(ks, name)
+    if parts:
+        src.emit(1, "if parts:")
+        src.emit(2, "parts.append(b''.join(out))")
+        src.emit(2, "return parts")
     src.emit(1, "return b''.join(out)")
-    encoder: Encoder = src.function("encode", f"encoder of {name}")
-    return encoder
+    return src.function("encode", f"{'parts ' if parts else ''}encoder of {name}")

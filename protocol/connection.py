@@ -63,6 +63,13 @@ def frame_parts(frame: bytes) -> list[bytes]:
     return [size + frame] if len(frame) < SMALL_FRAME else [size, frame]
 
 
+def frame_of_parts(parts: list[Any]) -> list[Any]:
+    """What to write for one frame given as parts (``header.encode_response_parts``): the size
+    prefix joined to the first part (the response header and fields before the records), then
+    the other parts as they are."""
+    return [_SIZE.pack(sum(map(len, parts))) + parts[0], *parts[1:]]
+
+
 class FrameReader:
     """Reassembles size-prefixed frames from a byte stream."""
 
@@ -261,12 +268,15 @@ class RequestTicket:
         self.frame = frame   # a large Produce's is a view lent by the reader (see FrameReader)
         self.produce = frame[:2] == _PRODUCE_KEY   # _is_produce, without a call per request
         self.answered = False
-        self.response: bytes | None = None
+        self.response: bytes | list[Any] | None = None   # a list: parts (``frame_of_parts``)
         self.context: Any = None
 
-    def parts(self) -> list[bytes]:
+    def parts(self) -> list[Any]:
         """What to write for its response (nothing for none)."""
-        return [] if self.response is None else frame_parts(self.response)
+        response = self.response
+        if response is None:
+            return []
+        return frame_of_parts(response) if isinstance(response, list) else frame_parts(response)
 
 
 @dataclass(eq=False)
@@ -322,7 +332,7 @@ class ServerConnection:
         self._owed.append(ticket)
         return ticket
 
-    def respond(self, ticket: RequestTicket, response: bytes | None) -> list[RequestTicket]:
+    def respond(self, ticket: RequestTicket, response: bytes | list[Any] | None) -> list[RequestTicket]:
         """Give ``ticket``'s response (None: no response); the tickets whose responses are now
         due, in request order (none while an earlier request is still unanswered)."""
         ticket.answered, ticket.response = True, response

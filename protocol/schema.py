@@ -399,6 +399,7 @@ class Message:
         self._cache: dict[int, KafkaStruct] = {}
         self._compiled: dict[int, tuple[Decoder, Encoder]] = {}
         self._views: dict[int, Decoder] = {}
+        self._parts: dict[int, Callable[..., Any]] = {}
 
     @property
     def min_version(self) -> int:
@@ -461,6 +462,24 @@ class Message:
             raise EncodeError(str(exc)) from None
         try:
             return encode(obj, head)
+        except Exception:
+            return head + self.encode_declared(obj, version)   # not an input the compiled codec takes
+
+    def encode_parts(self, obj: Mapping[str, Any], version: int, head: bytes = b"") -> "bytes | list[Any]":
+        """``encode``, but RECORDS of at least 64 KiB are left unjoined: the bytes, or the list of
+        parts whose concatenation they are (``compile_encoder(..., parts=True)``; a socket takes
+        the parts as they are, so a fetch's records are copied only into the kernel)."""
+        encode = self._parts.get(version)
+        if encode is None:
+            try:
+                con = self.construct(version)
+            except KafkaError as exc:
+                raise EncodeError(str(exc)) from None
+            from .compiled_codecs import compile_encoder
+            encode = self._parts[version] = compile_encoder(con, f"{self.name} v{version}", parts=True)
+        try:
+            result: bytes | list[Any] = encode(obj, head)
+            return result
         except Exception:
             return head + self.encode_declared(obj, version)   # not an input the compiled codec takes
 

@@ -43,6 +43,7 @@ from .index import CorruptIndexError
 from .segment import (DELETED_SUFFIX, INDEX_SUFFIX, INT32_MAX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment,
                       filename_prefix)
 from .log_retention import LogRetention
+from .read_buffers import ReadBuffers
 from .log_txn import TransactionalLog
 from .txn_index import TXN_INDEX_SUFFIX, write_index_file
 from .validator import MAGIC_OFFSET, LeaderChecks, up_convert, validate_leader, validate_replicated
@@ -374,9 +375,9 @@ class Log(LogRetention, TransactionalLog):
         return self.log_start_offset <= offset <= self.log_end_offset
 
     def read(self, offset: int, max_bytes: int, max_offset: int | None = None,
-             min_one_batch: bool = True) -> bytes | memoryview:
-        """Whole batches from ``offset`` (see LogSegment.read); KafkaError(OFFSET_OUT_OF_RANGE)
-        below the log start or beyond the LEO."""
+             min_one_batch: bool = True, buffers: ReadBuffers | None = None) -> bytes | memoryview:
+        """Whole batches from ``offset`` (see LogSegment.read, and its ``buffers``);
+        KafkaError(OFFSET_OUT_OF_RANGE) below the log start or beyond the LEO."""
         leo = self.log_end_offset
         if offset == leo:
             return b""
@@ -387,7 +388,7 @@ class Log(LogRetention, TransactionalLog):
             return b""
         i = bisect_right(self._bases, offset) - 1
         for seg in self.segments[max(i, 0):]:
-            data = seg.read(offset, max_bytes, max_offset, min_one_batch)
+            data = seg.read(offset, max_bytes, max_offset, min_one_batch, buffers)
             if data is not None:
                 return data
         return b""

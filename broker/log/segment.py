@@ -19,6 +19,7 @@ from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.records import decode_batch
 
 from .index import CorruptIndexError, OffsetIndex, TimeIndex
+from .read_buffers import ReadBuffers
 from .txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 from .validator import check_stored_batch
 
@@ -237,12 +238,13 @@ class LogSegment:
         return None
 
     def read(self, offset: int, max_bytes: int, max_offset: int | None = None,
-             min_one_batch: bool = True) -> bytes | memoryview | None:
+             min_one_batch: bool = True, buffers: ReadBuffers | None = None) -> bytes | memoryview | None:
         """Whole batches from the one holding ``offset``, at most ``max_bytes`` (or the
         first batch alone when ``min_one_batch``), none with base offset ≥ ``max_offset``.
         None if no batch of this segment reaches ``offset``. A read cut short of ``max_bytes``
         (at the last whole batch) is a view of what was read: a fetch's megabyte is not copied
-        again to drop a partial batch's tail."""
+        again to drop a partial batch's tail. With ``buffers`` (the fetch path's), a large read
+        goes into one of its reused buffers."""
         found = self.translate_offset(offset)
         if found is None:
             return None
@@ -251,7 +253,8 @@ class LogSegment:
             return b""
         if h.size > max_bytes:
             return os.pread(self._fd, h.size, pos) if min_one_batch else b""
-        data = os.pread(self._fd, min(max_bytes, self.size - pos), pos)
+        n = min(max_bytes, self.size - pos)
+        data = os.pread(self._fd, n, pos) if buffers is None else buffers.pread(self._fd, n, pos)
         cut, n = h.size, len(data)
         peek = rb.peek_offset_and_length
         while cut + rb.LOG_OVERHEAD <= n:

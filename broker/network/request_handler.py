@@ -26,7 +26,7 @@ from twisted.python.failure import Failure
 
 from odradek.protocol.apis.produce import API_KEY as PRODUCE_KEY
 from odradek.protocol.errors import ErrorCode, KafkaError
-from odradek.protocol.header import RequestHeader, decode_request_header, encode_response
+from odradek.protocol.header import RequestHeader, decode_request_header, encode_response, encode_response_parts
 from odradek.protocol.produce_one import OnePartitionProduce, read_one_partition
 from odradek.protocol.schema import EncodeError
 
@@ -55,7 +55,7 @@ class RequestHandler:
         self._ranges: dict[ModuleType, tuple[int, int]] = {}   # a handler module -> its version range
 
     def handle(self, frame: bytes | memoryview, listener: str = "PLAINTEXT", peer: str = "", principal: str = "User:ANONYMOUS",
-               token_authenticated: bool = False, throttle: Throttle | None = None) -> bytes | None | defer.Deferred:
+               token_authenticated: bool = False, throttle: Throttle | None = None) -> bytes | list | None | defer.Deferred:
         try:
             header, offset = decode_request_header(frame)
         except KafkaError as e:
@@ -111,7 +111,7 @@ class RequestHandler:
         return self._encode(result, module, header)
 
     def _produce_one(self, frame: bytes | memoryview, offset: int, header: RequestHeader, module: ModuleType,
-                     rc: RequestContext | None, one: OnePartitionProduce) -> bytes | None | defer.Deferred:
+                     rc: RequestContext | None, one: OnePartitionProduce) -> bytes | list | None | defer.Deferred:
         """The common Produce (``produce.handle_one``), taken only where nothing needs the decoded
         request (no client quota); an error is answered as ``handle`` answers it."""
         def error_body(exc: BaseException, failure: Failure | None = None) -> dict | None:
@@ -163,11 +163,11 @@ class RequestHandler:
         return module.error_response(req, header.api_version, code)
 
     @staticmethod
-    def _encode(body: dict | None, module: ModuleType, header: RequestHeader) -> bytes | None:
+    def _encode(body: dict | None, module: ModuleType, header: RequestHeader) -> bytes | list | None:
         if body is None:
             return None
-        try:
-            return encode_response(module.API, header.api_version, header.correlation_id, body)
+        try:   # a fetch's large records stay parts of their own: the socket writer sends them as they are
+            return encode_response_parts(module.API, header.api_version, header.correlation_id, body)
         except EncodeError:
             if _clip_messages(body):  # a message quoting a client's 32767-char name: answer it cut short
                 return RequestHandler._encode(body, module, header)
@@ -182,7 +182,7 @@ def is_deferred(result: object) -> bool:
     """Whether a handler's result is a Deferred; a body or bytes is told by its exact type first
     (``isinstance`` against Deferred, an ``Awaitable`` ABC, costs a microsecond per request)."""
     kind = type(result)
-    if kind is dict or kind is defer.Deferred or result is None or isinstance(result, bytes):
+    if kind is dict or kind is defer.Deferred or result is None or kind is list or isinstance(result, bytes):
         return kind is defer.Deferred
     return isinstance(result, defer.Deferred)
 

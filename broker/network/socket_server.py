@@ -252,7 +252,7 @@ class KafkaConnection(protocol.Protocol):
         except KafkaError as e:  # a SASL request that does not decode (or a version it lacks): Kafka closes
             raise CloseConnection(f"undecodable request during SASL authentication ({e})") from None
 
-    def _deferred_done(self, response: bytes | None, ticket: RequestTicket) -> None:
+    def _deferred_done(self, response: bytes | list | None, ticket: RequestTicket) -> None:
         self._send(ticket, response)
         self._process()
 
@@ -268,14 +268,14 @@ class KafkaConnection(protocol.Protocol):
         """The request being handled is throttled: mute the connection when its response is sent."""
         self._throttle = (ms, hold_response)
 
-    def _mute(self, ms: int, ticket: RequestTicket, held: bytes | None, holding: bool) -> None:
+    def _mute(self, ms: int, ticket: RequestTicket, held: bytes | list | None, holding: bool) -> None:
         self._muted = True
         if not self._paused:
             self.transport.pauseProducing()
         clock = self.factory.clock if self.factory is not None else _reactor()
         clock.callLater(ms / 1000.0, self._unmute, ticket, held, holding)
 
-    def _unmute(self, ticket: RequestTicket, held: bytes | None, holding: bool) -> None:
+    def _unmute(self, ticket: RequestTicket, held: bytes | list | None, holding: bool) -> None:
         self._muted = False
         if self._closed:
             return
@@ -285,7 +285,7 @@ class KafkaConnection(protocol.Protocol):
             self.transport.resumeProducing()
         self._process()
 
-    def _send(self, ticket: RequestTicket, response: bytes | None) -> None:
+    def _send(self, ticket: RequestTicket, response: bytes | list | None) -> None:
         timing = ticket.context
         ready = perf_counter() if timing is not None else 0.0
         if self._throttle is not None:

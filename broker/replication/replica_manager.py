@@ -31,6 +31,7 @@ from twisted.internet import defer, task
 from .delayed import (DelayedFetch, DelayedProduce, FetchParams, FetchPartition, ProducePartitionStatus,
                       Purgatory, replicated_now)
 from ..log.partition_metadata import TopicIdWriter
+from ..log.read_buffers import ReadBuffers
 from ..metadata_cache import MetadataCache, PartitionMetadata
 from ..metrics import (FAILED_FETCH, FAILED_PRODUCE, TOTAL_FETCH, TOTAL_PRODUCE, TopicStats, count_append,
                        count_bytes_out, count_failure, count_request)
@@ -60,6 +61,7 @@ class ReplicaManager(IsrMaintenance):
         self.log_manager = log_manager
         self.metadata_cache = metadata_cache
         self.scheduler = scheduler
+        self.read_buffers = ReadBuffers()   # what fetches read large segment chunks into (reused)
         self.partitions: dict[TopicPartition, Partition] = {}
         # replicas whose log dir failed (Kafka's HostedPartition.Offline): answered KAFKA_STORAGE_ERROR
         # until restart (``broker/replication/log_dir_failure_handler.py``)
@@ -510,7 +512,7 @@ class ReplicaManager(IsrMaintenance):
                 held = throttled and self.leader_quota.is_exceeded(self.scheduler.seconds())
                 if fp.fetch_offset < end and not held and (limit > 0 or min_one_batch):
                     with p.io_guard("reading"):
-                        records = log_.read(fp.fetch_offset, limit, max_offset=end, min_one_batch=min_one_batch)
+                        records = log_.read(fp.fetch_offset, limit, end, min_one_batch, self.read_buffers)
                     if records:
                         min_one_batch = False
                         remaining = max(remaining - len(records), 0)

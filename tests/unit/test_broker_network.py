@@ -10,6 +10,7 @@ from twisted.internet.testing import StringTransport
 from odradek.broker.network.socket_server import KafkaServerFactory
 from odradek.broker.network.request_handler import RequestHandler
 from odradek.protocol.apis import api_versions, fetch, metadata, produce
+from odradek.protocol import record_batch as rb
 from odradek.protocol.header import decode_response, encode_request
 
 from broker_fixtures import Broker, batch, fetch_body, produce_body
@@ -300,3 +301,29 @@ def test_overlapping_produces_are_bounded_per_connection(replicated):
     # and past MAX_QUEUED_REQUESTS of them nothing more is read
     assert replicated.log_manager.get_log(("r", 0)).log_end_offset == MAX_OVERLAPPED
     assert conn.conn.owed == MAX_OVERLAPPED and tr.producerState == "paused"
+
+
+def test_a_large_produce_is_appended_from_its_frame_and_a_large_fetch_leaves_in_parts(broker):
+    """A Produce of more than 64 KiB, handed over in pieces, is appended from the frame's buffer
+    (a writable view, stamped in place); fetching it back reads into one of the replica manager's
+    reused buffers and the response goes out as parts, the records one of them, not joined."""
+    conn, tr = connect(broker, max_bytes=4 << 20)
+    conn.dataReceived(frame(produce, 8, 1, produce_body("t", batch(2))))
+    big = batch(300, value=b"x" * 1000)
+    data = frame(produce, 8, 2, produce_body("t", big))
+    for i in range(0, len(data), 9000):
+        conn.dataReceived(data[i:i + 9000])
+    writes = []
+    write_sequence = tr.writeSequence
+    tr.writeSequence = lambda parts: (writes.append(list(parts)), write_sequence(parts))[1]
+    conn.dataReceived(frame(fetch, 11, 3, fetch_body("t", offset=2)))
+    out = responses(tr)
+    _, appended = decode_response(produce, 8, out[1])
+    assert appended.responses[0].partition_responses[0].base_offset == 2
+    (parts,) = writes
+    records = [p for p in parts if type(p) is memoryview and len(p) >= len(big)]
+    assert len(records) == 1 and records[0].readonly and type(records[0].obj) is bytearray   # a reused buffer, sent as read
+    _, fetched = decode_response(fetch, 11, out[2])
+    stored = fetched.responses[0].partition_responses[0].record_set
+    assert bytes(stored) == bytes(records[0]) and stored[rb.CRC_START - 5:] == big[rb.CRC_START - 5:]
+    assert rb.parse_header(stored).base_offset == 2

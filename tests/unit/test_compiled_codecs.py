@@ -22,6 +22,7 @@ from odradek.broker.group import assignment_protocol
 from odradek.protocol import group_records, txn_records
 from odradek.protocol.apis import API_BY_KEY
 from odradek.protocol.errors import KafkaError
+from odradek.protocol.compiled_codecs import LARGE_PART
 from odradek.protocol.primitives import KafkaArray, KafkaBytes, KafkaRecords, KafkaString, Uuid
 from odradek.protocol.schema import EncodeError, KafkaStruct, Message
 
@@ -153,6 +154,53 @@ def test_bodies_without_tagged_fields_take_the_compiled_path_with_the_same_resul
     assert repr(_unviewed(viewed)) == repr(canonical)
     _views_only_in_records(message.construct(version), viewed)
     assert repr(_unviewed(message.decode(memoryview(bytearray(framed)), version, 3, True))) == repr(canonical)
+
+
+def _with_large_records(con: Any, value: Any, large: list[bytes]) -> Any:
+    """``value`` of ``con`` with every RECORDS value in it replaced by a large one (kept in ``large``)."""
+    if isinstance(con, KafkaRecords):
+        if value is None:
+            return None
+        large.append(bytes([len(large) % 256]) * (LARGE_PART + len(large)))
+        return large[-1]
+    if isinstance(con, KafkaArray) and value is not None:
+        return [_with_large_records(con.element, item, large) for item in value]
+    if isinstance(con, KafkaStruct):
+        return {**value, **{slot.name: _with_large_records(slot.con, value[slot.name], large) for slot in con.wire}}
+    return value
+
+
+def _has_records(con: Any) -> bool:
+    if isinstance(con, KafkaArray):
+        return _has_records(con.element)
+    if isinstance(con, KafkaStruct):
+        return any(_has_records(slot.con) for slot in con.wire)
+    return isinstance(con, KafkaRecords)
+
+
+WITH_RECORDS = [m for m in MESSAGES if _has_records(m.construct(m.max_version))]
+
+
+def test_messages_with_records_are_the_produce_request_and_the_fetch_response() -> None:
+    assert {m.name for m in WITH_RECORDS} == {"ProduceRequest", "FetchResponse"}
+
+
+@pytest.mark.parametrize("message", WITH_RECORDS, ids=_message_id)
+@SETTINGS
+@given(data=st.data())
+def test_parts_encoding_joins_to_the_declared_bytes_with_large_records_apart(message: Message, data: Any) -> None:
+    version = data.draw(st.sampled_from(_declared_versions(message)))
+    ks = message.construct(version)
+    large: list[bytes] = []
+    body = _with_large_records(ks, data.draw(_struct(ks, tags=False, wild=False)), large)
+    encoded = message.encode_parts(body, version, b"head")
+    joined = encoded if type(encoded) is bytes else b"".join(encoded)
+    assert joined == b"head" + message.encode_declared(body, version) == message.encode(body, version, b"head")
+    if large:   # each large RECORDS value is a part of its own, the very object given
+        assert isinstance(encoded, list) and [p for p in encoded if len(p) >= LARGE_PART] == large
+        assert all(any(p is value for p in encoded) for value in large)
+    else:
+        assert type(encoded) is bytes
 
 
 @pytest.mark.parametrize("message", MESSAGES, ids=_message_id)

@@ -124,6 +124,17 @@ def test_oversize_and_negative_sizes_stop_the_reader_after_the_frames_before_the
         assert reader.feed(framed([b"d"])) == []
 
 
+def test_a_response_given_as_parts_is_framed_without_joining_them():
+    conn = ServerConnection(1 << 20)
+    conn.receive_data(framed([b"\x00\x01request"]))
+    ticket = conn.next_request()
+    assert ticket is not None
+    records = memoryview(bytes(range(256)) * 512)
+    (due,) = conn.respond(ticket, [b"head", records, b"tail"])
+    parts = due.parts()
+    assert parts[1] is records and b"".join(parts) == framed([b"head" + bytes(records) + b"tail"])
+
+
 def test_frame_parts_join_small_frames_and_keep_large_ones_apart():
     assert frame_parts(b"abc") == [b"\x00\x00\x00\x03abc"]
     big = b"x" * SMALL_FRAME
