@@ -14,7 +14,7 @@ the views decoder's (``compile_decoder(..., views=True)``, for a lent frame): fr
 
 The generated code reads with a ``struct.Struct``'s ``unpack_from`` at a position in one ``bytes``
 object (runs of fixed-width fields in one call, each format compiled once), and writes a list of
-chunks joined once.
+chunks joined once (a parts encoder leaves large RECORDS out of the join: ``compile_encoder``).
 """
 from __future__ import annotations
 
