@@ -190,7 +190,9 @@ class EncodedBody(bytes):
 def encode_response(api: ModuleType, version: int, correlation_id: int,
                     body: Mapping[str, Any] | EncodedBody) -> bytes:
     """Response header + body for ``api`` at ``version`` (no size prefix)."""
-    head = _response_head(api, version, correlation_id)
+    head = _CORRELATION.pack(correlation_id)
+    if response_header_version(api.API_KEY, version) >= 1:
+        head += b"\x00"   # no tagged fields
     if isinstance(body, EncodedBody):
         return head + body
     framed: bytes = api.Response.encode(body, version, head)   # one copy of the body, header included
@@ -201,17 +203,12 @@ def encode_response_parts(api: ModuleType, version: int, correlation_id: int,
                           body: Mapping[str, Any] | EncodedBody) -> bytes | list[Any]:
     """``encode_response``, with records of 64 KiB or more left parts of their own: the bytes, or
     the list of parts they join to (``Message.encode_parts``)."""
-    head = _response_head(api, version, correlation_id)
-    if isinstance(body, EncodedBody):
-        return head + body
-    return api.Response.encode_parts(body, version, head)   # type: ignore[no-any-return]
-
-
-def _response_head(api: ModuleType, version: int, correlation_id: int) -> bytes:
     head = _CORRELATION.pack(correlation_id)
     if response_header_version(api.API_KEY, version) >= 1:
         head += b"\x00"   # no tagged fields
-    return head
+    if isinstance(body, EncodedBody):
+        return head + body
+    return api.Response.encode_parts(body, version, head)   # type: ignore[no-any-return]
 
 
 def decode_response(api: ModuleType, version: int,

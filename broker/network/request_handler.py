@@ -24,6 +24,7 @@ from typing import Any, Callable
 from twisted.internet import defer
 from twisted.python.failure import Failure
 
+from odradek.protocol.apis.fetch import API_KEY as FETCH_KEY
 from odradek.protocol.apis.produce import API_KEY as PRODUCE_KEY
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.header import RequestHeader, decode_request_header, encode_response, encode_response_parts
@@ -166,8 +167,9 @@ class RequestHandler:
     def _encode(body: dict | None, module: ModuleType, header: RequestHeader) -> bytes | list | None:
         if body is None:
             return None
-        try:   # a fetch's large records stay parts of their own: the socket writer sends them as they are
-            return encode_response_parts(module.API, header.api_version, header.correlation_id, body)
+        try:   # a fetch's large records stay parts of their own (no other response carries records)
+            encode = encode_response_parts if header.api_key == FETCH_KEY else encode_response
+            return encode(module.API, header.api_version, header.correlation_id, body)
         except EncodeError:
             if _clip_messages(body):  # a message quoting a client's 32767-char name: answer it cut short
                 return RequestHandler._encode(body, module, header)
