@@ -374,6 +374,21 @@ class Log(LogRetention, TransactionalLog):
         """Whether a fetch may start at ``offset``: from the log start to the log end offset."""
         return self.log_start_offset <= offset <= self.log_end_offset
 
+    def bytes_between(self, start: int, end: int) -> int | None:
+        """The bytes from the batch holding ``start`` to the one holding ``end`` (to the log end
+        when ``end`` is the LEO), from their positions alone (Kafka's DelayedFetch counts so, and
+        reads nothing); None when the two are not in one segment."""
+        bases = self._bases
+        i = bisect_right(bases, start) - 1
+        if i < 0 or i != bisect_right(bases, end) - 1:
+            return None
+        seg = self.segments[i]
+        found = seg.translate_offset(start)
+        if found is None:
+            return 0
+        stop = seg.translate_offset(end, found[0]) if end < self.log_end_offset else None
+        return (seg.size if stop is None else stop[0]) - found[0]
+
     def read(self, offset: int, max_bytes: int, max_offset: int | None = None,
              min_one_batch: bool = True, buffers: ReadBuffers | None = None) -> bytes | memoryview:
         """Whole batches from ``offset`` (see LogSegment.read, and its ``buffers``);

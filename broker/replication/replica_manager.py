@@ -576,12 +576,14 @@ class ReplicaManager(IsrMaintenance):
             return 0   # throttled data does not complete a parked follower fetch (Kafka's DelayedFetch)
         if needed <= 1:
             return 1
-        # Kafka counts min(bytes up to the end offset, partition max bytes)
+        # Kafka counts min(bytes up to the end offset, partition max bytes), from positions; it
+        # answers at once when the two offsets are in different segments (a roll, a truncation)
         try:
             with p.io_guard("reading"):
-                return len(log_.read(fp.fetch_offset, fp.max_bytes, max_offset=end, min_one_batch=True))
+                span = log_.bytes_between(fp.fetch_offset, end)
         except KafkaError:
             return None   # answered at once: the read gives the partition's error
+        return None if span is None else min(span, fp.max_bytes)
 
     # -------------------------------------------------------------- checkpoints
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 
 from odradek.broker.apis import fetch, produce
+from odradek.broker.log import Log
 from odradek.broker.replication.delayed import DelayedOperation, Purgatory
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.records import iter_records
@@ -91,6 +92,36 @@ def test_long_poll_min_bytes(broker):
     call(broker, produce, 8, produce_body("t", batch(5, value=b"y" * 300)))
     assert len(box) == 1
     assert len(list(iter_records(box[0].responses[0].partition_responses[0].record_set))) == 6
+
+
+def test_a_parked_fetch_counts_its_min_bytes_from_positions_and_answers_at_a_roll(tmp_path, monkeypatch):
+    """Kafka's DelayedFetch: the bytes a parked fetch waits for are counted from batch positions,
+    without reading them (each append checks it: a read would cost up to max_bytes per append),
+    and a fetch whose offset is no longer in the segment the log end is in answers at once."""
+    b = Broker(tmp_path, log_segment_bytes=4000)
+    try:
+        b.lead("t")
+        reads: list[tuple] = []
+        read = Log.read
+        monkeypatch.setattr(Log, "read", lambda log, *args, **kw: (reads.append(args), read(log, *args, **kw))[1])
+        box = _fired(call_deferred(b, fetch, 11, fetch_body("t", max_wait_ms=5000, min_bytes=1200)))
+        reads.clear()
+        for _ in range(2):
+            call(b, produce, 8, produce_body("t", batch(1, value=b"x" * 500)))
+            assert box == [] and reads == []   # ~570 bytes a batch: not enough, and nothing read to know it
+        call(b, produce, 8, produce_body("t", batch(1, value=b"x" * 500)))
+        assert len(box) == 1 and len(reads) == 1   # enough: answered, with the one read of its answer
+        assert len(list(iter_records(box[0].responses[0].partition_responses[0].record_set))) == 3
+        log_ = b.rm.partitions[("t", 0)].log
+        box = _fired(call_deferred(b, fetch, 11, fetch_body("t", offset=3, max_wait_ms=5000, min_bytes=100_000)))
+        while len(log_.segments) == 1:
+            assert box == []
+            call(b, produce, 8, produce_body("t", batch(1, value=b"x" * 500)))
+        assert len(box) == 1   # the append that rolled the log answered it, with what it has
+        records = list(iter_records(box[0].responses[0].partition_responses[0].record_set))
+        assert records and records[0].offset == 3
+    finally:
+        b.close()
 
 
 def test_long_poll_answers_when_leadership_moves(broker):

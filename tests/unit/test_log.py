@@ -430,3 +430,30 @@ def test_load_drops_epochs_past_the_log_end_in_memory_and_every_load_again(tmp_p
     assert [tuple(e) for e in crashed.leader_epoch_cache.entries] == [(1, 0)]   # the next load again
     crashed.close()
     assert open(path).read() == "0\n1\n1 0\n"
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 5), st.integers(0, 120)), min_size=1, max_size=25),
+       st.integers(800, 3000), st.data())
+def test_property_bytes_between_two_offsets_are_the_batches_from_one_to_the_other(tmp_path_factory, appends,
+                                                                                  segment_bytes, data):
+    """What a parked fetch counts (``Log.bytes_between``): the batches of one segment from the one
+    holding ``start`` up to the one holding ``end`` (all of them when ``end`` is the log end),
+    as the segment file holds them; None when ``start`` and ``end`` are in different segments."""
+    log = make_log(tmp_path_factory.mktemp("span"), segment_bytes=segment_bytes, index_interval_bytes=64)
+    for n, size in appends:
+        log.append_as_leader(batch(n, value_size=size), 0)
+    leo = log.log_end_offset
+    for _ in range(20):
+        start = data.draw(st.integers(0, leo - 1))
+        end = data.draw(st.integers(start + 1, leo))
+        holding = [s for s in log.segments if s.base_offset <= start][-1]
+        if [s for s in log.segments if s.base_offset <= end][-1] is not holding:   # (a rolled, empty one too)
+            assert log.bytes_between(start, end) is None
+            continue
+        with open(holding.log_path, "rb") as f:
+            stored = f.read()
+        expected = sum(h.size for _, h in rb.iter_headers(stored)
+                       if h.last_offset >= start and (end == leo or h.last_offset < end))
+        assert log.bytes_between(start, end) == expected
+    log.close()
