@@ -54,7 +54,6 @@ class _Source:
     def __init__(self, views: bool = False) -> None:
         self.views = views   # a decoder of memoryviews (see compile_decoder)
         self.parts = False   # an encoder that leaves large RECORDS unjoined (see compile_encoder)
-        self.records = False   # ... and it has RECORDS to leave so
         self.lines: list[str] = []
         self.names: dict[str, Any] = {
             "Declined": Declined, "uvarint": uvarint_at, "unpack_from": struct.unpack_from,
@@ -277,7 +276,6 @@ def _encode_value(src: _Source, d: int, con: Any, value: str) -> None:
         src.emit(d + 2, f"{value} = memoryview({value}).cast('B')")
         _encode_length(src, d + 1, f"len({value})", con.compact, True)
         if src.parts and isinstance(con, KafkaRecords):   # large records: a part of their own, not copied
-            src.records = True
             src.emit(d + 1, f"if len({value}) >= LARGE_PART:")
             src.emit(d + 2, "parts.append(b''.join(out))")
             src.emit(d + 2, "out.clear()")
@@ -340,8 +338,6 @@ def compile_encoder(ks: KafkaStruct, name: str, parts: bool = False) -> Any:
     if parts:
         src.emit(1, "parts = []")
     _encode_struct(src, 1, ks, "obj")
-    if parts and not src.records:   # nothing to leave unjoined: the plain encoder, without the checks
-        return compile_encoder(ks, name)
     if parts:
         src.emit(1, "if parts:")
         src.emit(2, "parts.append(b''.join(out))")
