@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import struct
 from collections import deque
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from odradek.protocol.errors import ErrorCode
 
@@ -247,8 +247,12 @@ class RequestStats:
         """The kind of a request frame, from its header (no decoding beyond it)."""
         if len(frame) < 10:
             return None
-        head = bytes(frame[:4])   # (a lent Produce frame is a view: not hashable)
-        kind = self._kinds.get(head)
+        head: Any = frame[:4]
+        try:
+            kind = self._kinds.get(head)
+        except ValueError:   # a lent Produce frame is a writable view: not hashable
+            head = bytes(head)
+            kind = self._kinds.get(head)
         if kind is None:
             key, version = struct.unpack_from(">hh", frame)
             name = self.names.get(key)

@@ -317,9 +317,9 @@ class BrokerConnection:
             return []
         conn = self._conn
         try:
-            space = conn.reader.body_space()
-            if space is not None and len(space) > _CHUNK:
-                n = sock.recv_into(space)  # a large frame: read straight into it
+            space = conn.reader.body_space() if conn.reader.missing > _CHUNK else None
+            if space is not None:   # a large frame: read straight into it
+                n = sock.recv_into(space)
                 completed = conn.receive_body(n) if n else None
             else:
                 n = sock.recv_into(self._chunk)

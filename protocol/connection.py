@@ -73,26 +73,26 @@ def frame_of_parts(parts: list[Any]) -> list[Any]:
 class FrameReader:
     """Reassembles size-prefixed frames from a byte stream."""
 
-    __slots__ = ("max_frame_size", "lend", "oversize", "_head", "gathering", "_size", "_filled", "_spare")
+    __slots__ = ("max_frame_size", "lend", "oversize", "_head", "_body", "_size", "missing", "_spare")
 
     def __init__(self, max_frame_size: int, lend: Callable[[bytearray], bool] | None = None) -> None:
         self.max_frame_size = max_frame_size
         self.lend = lend                   # which large frames come out as views (see the module doc)
         self.oversize: int | None = None   # the size of the frame that stopped the reader
         self._head = b""                   # a partial size prefix
-        self.gathering: bytearray | None = None  # gathers the frame in progress (may be longer); None between frames
+        self._body: bytearray | None = None  # gathers the frame in progress (may be longer)
         self._size = 0                     # ... whose size is this
-        self._filled = 0
+        self.missing = 0                   # ... and this much of it is still to come (0: none in progress)
         self._spare: bytearray | None = None  # the last gathering buffer, reused (no fresh pages)
 
     @property
     def buffered(self) -> int:
         """Bytes held for a frame not yet complete."""
-        return len(self._head) + self._filled
+        return len(self._head) + self._size - self.missing
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[bytes | memoryview]:
         """The frames completed by ``data``, in order (without their size prefix)."""
-        if type(data) is bytes and self.gathering is None and not self._head and len(data) >= 4:
+        if type(data) is bytes and self._body is None and not self._head and len(data) >= 4:
             (size,) = _SIZE.unpack_from(data, 0)   # the common case: exactly one whole frame
             if len(data) == size + 4 and self.oversize is None and size <= self.max_frame_size:
                 return [data[4:]]
@@ -103,13 +103,14 @@ class FrameReader:
         view: bytes | memoryview = data if type(data) is bytes else memoryview(data)
         pos, end = 0, len(view)
         while pos < end:
-            body = self.gathering
+            body = self._body
             if body is not None:  # filling a frame that started in an earlier chunk
-                take = min(self._size - self._filled, end - pos)
-                body[self._filled:self._filled + take] = view[pos:pos + take]
-                self._filled += take
+                take = min(self.missing, end - pos)
+                filled = self._size - self.missing
+                body[filled:filled + take] = view[pos:pos + take]
+                self.missing -= take
                 pos += take
-                if self._filled < self._size:
+                if self.missing:
                     break
                 frames.append(self._finish())
                 continue
@@ -141,25 +142,25 @@ class FrameReader:
     def body_space(self) -> memoryview | None:
         """The unfilled rest of a frame in progress, to receive straight into (``recv_into``)
         and then report with ``body_filled``; None when no frame is in progress."""
-        return None if self.gathering is None else memoryview(self.gathering)[self._filled:self._size]
+        return None if self._body is None else memoryview(self._body)[self._size - self.missing:self._size]
 
     def body_filled(self, n: int) -> list[bytes | memoryview]:
         """``n`` bytes were written into ``body_space()``: the frame, if that completed it."""
-        assert self.gathering is not None and 0 <= n <= self._size - self._filled
-        self._filled += n
-        return [self._finish()] if self._filled == self._size else []
+        assert self._body is not None and 0 <= n <= self.missing
+        self.missing -= n
+        return [] if self.missing else [self._finish()]
 
     def _start(self, size: int) -> None:
         spare = self._spare
         if spare is None or len(spare) < size or getrefcount(spare) > _UNSHARED:
             spare = bytearray(size)   # none yet, too small, or a frame lent from it is still held
-        self.gathering, self._size, self._filled = spare, size, 0
+        self._body, self._size, self.missing = spare, size, size
 
     def _finish(self) -> bytes | memoryview:
-        body, size = self.gathering, self._size
+        body, size = self._body, self._size
         assert body is not None
         self._spare = body if len(body) <= MAX_SPARE else None
-        self.gathering, self._size, self._filled = None, 0, 0
+        self._body, self._size, self.missing = None, 0, 0
         if self.lend is not None and size >= LEND_FROM and self.lend(body):
             return memoryview(body)[:size]
         return bytes(memoryview(body)[:size])
@@ -301,22 +302,27 @@ class ServerConnection:
         """Requests handed out whose responses have not all left yet."""
         return len(self._owed)
 
-    def receive_data(self, data: bytes | bytearray | memoryview) -> None:
+    def receive_data(self, data: bytes | bytearray | memoryview) -> int:
+        """Bytes read: how many requests they completed."""
         if self.close_reason is not None:
-            return
-        self._queue.extend(self.reader.feed(data))
+            return 0
+        frames = self.reader.feed(data)
+        self._queue.extend(frames)
         if self.reader.oversize is not None:
             self.close_after_owed(f"request of {self.reader.oversize} bytes exceeds "
                                   f"socket.request.max.bytes ({self.max_frame_size})")
+        return len(frames)
 
     def receive_space(self) -> memoryview | None:
         """The unfilled rest of the frame in progress, to receive straight into and report with
         ``receive_body``; None when no frame is in progress or nothing more is read."""
         return None if self.close_reason is not None else self.reader.body_space()
 
-    def receive_body(self, n: int) -> None:
-        """``n`` bytes were received into ``receive_space()``."""
-        self._queue.extend(self.reader.body_filled(n))
+    def receive_body(self, n: int) -> int:
+        """``n`` bytes were received into ``receive_space()``: how many requests they completed."""
+        frames = self.reader.body_filled(n)
+        self._queue.extend(frames)
+        return len(frames)
 
     def next_request(self, overlap_produce: bool = False) -> RequestTicket | None:
         """The next request to handle, or None while one is owed or none waits; with

@@ -58,7 +58,8 @@ def read_one_partition(frame: bytes | memoryview, offset: int, version: int) -> 
         end = pos + name_size
         if name_size < 0 or end > len(frame):
             return None
-        topic = str(frame[pos:end], "utf-8")
+        name = frame[pos:end]
+        topic = name.decode("utf-8") if type(name) is bytes else str(name, "utf-8")   # (bytes: faster)
         partitions, index, size = _COUNT_INDEX_SIZE.unpack_from(frame, end)
         pos = end + 12
         if partitions != 1 or size < 0 or pos + size != len(frame):
@@ -81,7 +82,8 @@ def _flexible(frame: bytes | memoryview, pos: int) -> OnePartitionProduce | None
     end = pos + name_size
     if name_size < 0 or name_size >= 0x7F or end > len(frame):
         return None
-    topic = str(frame[pos:end], "utf-8")
+    name = frame[pos:end]
+    topic = name.decode("utf-8") if type(name) is bytes else str(name, "utf-8")
     if frame[end] != 2:                          # one partition
         return None
     (index,) = _I32.unpack_from(frame, end + 1)

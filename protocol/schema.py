@@ -503,16 +503,16 @@ class Message:
         From a ``memoryview`` (a lent frame, ``protocol/connection.py:FrameReader``), RECORDS fields
         are views into it, as long as the views decoder takes the input (else they are bytes).
         """
-        if type(data) is memoryview and data.format == "B":
-            try:
-                result, end = self.views_decoder(version)(data, offset)
-                if end == len(data) or allow_trailing:
-                    return result
-            except Exception:
-                pass   # the bytes decoders below decide
-        decode = self.compiled(version)[0]
         if type(data) is not bytes:
+            if type(data) is memoryview and data.format == "B":
+                try:
+                    result, end = self.views_decoder(version)(data, offset)
+                    if end == len(data) or allow_trailing:
+                        return result
+                except Exception:
+                    pass   # the bytes decoders below decide
             data = bytes(data)  # BytesIO shares a bytes object; other buffers are copied
+        decode = self.compiled(version)[0]
         try:
             result, end = decode(data, offset)
             if end == len(data) or allow_trailing:

@@ -5,8 +5,8 @@ connections to other brokers, through ``connect_direct``).
 Invariant: every byte the socket delivers reaches the protocol once, in order, and no read goes
 past the end of the frame in progress. While a frame with at least ``bufferSize`` (64 KiB) still to
 come is in progress, ``recv_into`` fills that frame's own buffer (the protocol's ``reader``,
-``receive_space`` and ``body_received``); otherwise Twisted's ``recv`` hands a fresh ``bytes`` of up
-to 64 KiB to ``dataReceived``, as on any TCP connection. A 1 MB Produce or fetch response is thus
+``receive_space`` and ``body_received``); otherwise ``recv`` hands a fresh ``bytes`` of up to 64 KiB
+to ``dataReceived``, as Twisted's own ``doRead`` does. A 1 MB Produce or fetch response is thus
 copied once, by the kernel, into a buffer that is reused from one frame to the next
 (``protocol/connection.py:FrameReader``) instead of arriving as 16 chunks copied again into it.
 """
@@ -18,12 +18,11 @@ from twisted.internet import main, tcp
 from twisted.internet.tcp import EWOULDBLOCK
 
 
-_read = tcp.Connection.doRead   # Twisted's read: up to bufferSize bytes into a fresh bytes
-
-
 class DirectRead:
-    """The read of a connection whose ``protocol`` has a ``reader`` (a ``FrameReader``),
-    ``receive_space()`` and ``body_received(n)``."""
+    """The read of a connection whose ``protocol`` has a ``reader`` (a ``FrameReader``, whose
+    ``missing`` is what the frame in progress still lacks), ``receive_space()`` and
+    ``body_received(n)``. Any other read is what Twisted's ``doRead`` does, with one call fewer
+    (the small requests' path)."""
 
     protocol: Any
     socket: Any
@@ -31,20 +30,20 @@ class DirectRead:
 
     def doRead(self) -> Any:
         protocol = self.protocol
-        if protocol.reader.gathering is None:   # no frame in progress: the common case, one check
-            return _read(self)  # type: ignore[arg-type]
-        space = protocol.receive_space()
-        if space is None or len(space) < self.bufferSize:
-            return _read(self)  # type: ignore[arg-type]
+        space = protocol.receive_space() if protocol.reader.missing >= self.bufferSize else None
         try:
-            n = self.socket.recv_into(space)
-        except OSError as e:
-            if e.args[0] == EWOULDBLOCK:
+            if space is not None:
+                n = self.socket.recv_into(space)
+                if not n:
+                    return main.CONNECTION_DONE
+                protocol.body_received(n)
                 return None
-            return main.CONNECTION_LOST
-        if not n:
+            data = self.socket.recv(self.bufferSize)
+        except OSError as e:
+            return None if e.args[0] == EWOULDBLOCK else main.CONNECTION_LOST
+        if not data:
             return main.CONNECTION_DONE
-        protocol.body_received(n)
+        protocol.dataReceived(data)
         return None
 
 

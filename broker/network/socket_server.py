@@ -37,7 +37,7 @@ import logging
 from collections import deque
 from itertools import repeat
 from time import perf_counter
-from typing import Any, Callable
+from typing import Any
 
 from twisted.internet import protocol, task
 from twisted.python.failure import Failure
@@ -135,7 +135,8 @@ class KafkaConnection(protocol.Protocol):
                 and now - self.last_active > idle_s)
 
     def dataReceived(self, data: bytes) -> None:
-        self._take(self.conn.receive_data, data)
+        if not self._closed:
+            self._received(self.conn.receive_data(data))
 
     def receive_space(self) -> memoryview | None:
         """``DirectReadServer``: where to receive the rest of a large frame straight into."""
@@ -143,23 +144,16 @@ class KafkaConnection(protocol.Protocol):
 
     def body_received(self, n: int) -> None:
         """``DirectReadServer``: ``n`` bytes were received into ``receive_space()``."""
-        self._take(self.conn.receive_body, n)
+        if not self._closed:
+            self._received(self.conn.receive_body(n))
 
-    def _take(self, receive: Callable[[Any], None], what: Any) -> None:
-        """``receive(what)`` (bytes read, or the count received into the frame), then handle."""
-        if self._closed:
-            return
+    def _received(self, count: int) -> None:
+        """Bytes were received, completing ``count`` requests: note when, then handle."""
         factory = self.factory
         if factory is not None:
             self.last_active = factory.clock.seconds()
-            if factory.request_stats is not None:
-                queued = self.conn.queued
-                receive(what)
-                self._arrivals.extend(repeat(perf_counter(), self.conn.queued - queued))
-            else:
-                receive(what)
-        else:
-            receive(what)
+            if count and factory.request_stats is not None:
+                self._arrivals.extend(repeat(perf_counter(), count))
         self._process()
         if self.conn.queued > MAX_QUEUED_REQUESTS and not self._paused and not self._closed:
             self._paused = True

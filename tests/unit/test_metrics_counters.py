@@ -94,6 +94,8 @@ def test_request_names_split_fetch_into_consumer_and_follower(broker):
     assert named(consumer) == ("FetchConsumer", 11)       # (the second time from the cache)
     assert named(frame(metadata, 9, {"topics": None})[4:]) == ("Metadata", 9)
     assert named(b"\x00") is None
+    lent = memoryview(bytearray(frame(produce, 8, produce_body("t", batch(1)))[4:]))   # a lent Produce frame
+    assert named(lent) == ("Produce", 8) and named(lent) == ("Produce", 8)
 
 
 def test_produce_and_fetch_are_counted_and_timed(broker):
