@@ -377,7 +377,8 @@ class Log(LogRetention, TransactionalLog):
     def bytes_between(self, start: int, end: int) -> int | None:
         """The bytes from the batch holding ``start`` to the one holding ``end`` (to the log end
         when ``end`` is the LEO), from their positions alone (Kafka's DelayedFetch counts so, and
-        reads nothing); None when the two are not in one segment."""
+        reads nothing); None when the two are not in one segment (nor when ``start`` is in a gap a
+        compaction left at the end of its segment: what follows it is in the next one)."""
         bases = self._bases
         i = bisect_right(bases, start) - 1
         if i < 0 or i != bisect_right(bases, end) - 1:
@@ -385,7 +386,7 @@ class Log(LogRetention, TransactionalLog):
         seg = self.segments[i]
         found = seg.translate_offset(start)
         if found is None:
-            return 0
+            return None
         stop = seg.translate_offset(end, found[0]) if end < self.log_end_offset else None
         return (seg.size if stop is None else stop[0]) - found[0]
 

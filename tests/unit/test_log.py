@@ -457,3 +457,16 @@ def test_property_bytes_between_two_offsets_are_the_batches_from_one_to_the_othe
                        if h.last_offset >= start and (end == leo or h.last_offset < end))
         assert log.bytes_between(start, end) == expected
     log.close()
+
+
+def test_bytes_between_from_a_gap_at_a_segments_end_is_left_to_the_read(tmp_path):
+    """A compacted log's segment may end before the next one begins (offsets 3-9 here): from an
+    offset in that gap the batches are in the next segment, so a parked fetch is answered at once."""
+    log = make_log(tmp_path)
+    log.append_as_follower(batch(3, base_offset=0))
+    log.roll(10)
+    log.append_as_follower(batch(2, base_offset=10))
+    assert [s.base_offset for s in log.segments] == [0, 10]
+    assert log.bytes_between(5, 12) is None and offsets(log.read(5, 1 << 20)) == [10, 11]
+    assert log.bytes_between(10, 12) == len(log.read(10, 1 << 20)) and log.bytes_between(0, 3) == len(batch(3))
+    log.close()
