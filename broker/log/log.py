@@ -377,18 +377,18 @@ class Log(LogRetention, TransactionalLog):
     def bytes_between(self, start: int, end: int) -> int | None:
         """The bytes from the batch holding ``start`` to the one holding ``end`` (to the log end
         when ``end`` is the LEO), from their positions alone (Kafka's DelayedFetch counts so, and
-        reads nothing); None when the two are not in one segment (nor when ``start`` is in a gap a
+        reads nothing; each segment remembers the positions it found); None when the two are not in one segment (nor when ``start`` is in a gap a
         compaction left at the end of its segment: what follows it is in the next one)."""
         bases = self._bases
         i = bisect_right(bases, start) - 1
         if i < 0 or i != bisect_right(bases, end) - 1:
             return None
         seg = self.segments[i]
-        found = seg.translate_offset(start)
-        if found is None:
+        first = seg.position_of(start)
+        if first is None:
             return None
-        stop = seg.translate_offset(end, found[0]) if end < self.log_end_offset else None
-        return (seg.size if stop is None else stop[0]) - found[0]
+        stop = seg.position_of(end) if end < self.log_end_offset else None
+        return (seg.size if stop is None else stop) - first
 
     def read(self, offset: int, max_bytes: int, max_offset: int | None = None,
              min_one_batch: bool = True, buffers: ReadBuffers | None = None) -> bytes | memoryview:

@@ -6,7 +6,8 @@ within int32 of ``base_offset``; ``size`` is its length. Appends reach the OS
 with one ``os.write`` (no user-space buffer), so a kill -9 loses nothing that
 was appended. Batches are handled through their headers, except in ``recover``,
 which checks each batch as a follower does (``validator.check_stored_batch``). The ``.txnindex`` lists the aborted transactions whose markers
-are in this segment; it is truncated and deleted with the segment.
+are in this segment; it is truncated and deleted with the segment. ``position_of`` remembers
+the positions it found until a truncation or a recovery (nothing else moves a batch).
 """
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ DELETED_SUFFIX = ".deleted"
 INT32_MAX = 2**31 - 1
 _SCAN_CHUNK = 32 * 1024
 _RECOVER_CHUNK = 1 << 20
+_POSITIONS_KEPT = 16   # position_of's memory: offsets a few parked fetches keep asking for
 _MIN_BATCH_LENGTH = rb.HEADER_SIZE - rb.LOG_OVERHEAD
 
 # (position within the appended buffer, last offset, max timestamp, size) of one batch
@@ -61,6 +63,7 @@ class LogSegment:
         self.bytes_since_last_index_entry = 0
         self.rolling_base_ms: int | None = None
         self._now_ms = now_ms or (lambda: 0)
+        self._positions: dict[int, int] = {}   # position_of's: offset -> position of its batch
 
     # ---------------------------------------------------------------- creation / loading
     @classmethod
@@ -128,6 +131,7 @@ class LogSegment:
         """Re-validate every batch (``validator.check_stored_batch``: the checks a follower
         makes), rebuild both indexes and truncate at the first corrupt or partial batch; ``on_batch`` sees each valid batch (header, bytes). The
         txn index is emptied (the log rebuilds it). Returns the number of bytes truncated."""
+        self._positions.clear()
         self.offset_index.reset()
         self.time_index.reset()
         self.txn_index.reset()
@@ -237,6 +241,19 @@ class LogSegment:
                 return p, h
         return None
 
+    def position_of(self, offset: int) -> int | None:
+        """The position of the batch holding ``offset`` (``translate_offset``'s), found once:
+        a fetch parked at an offset asks on every append to its partition."""
+        pos = self._positions.get(offset)
+        if pos is None:
+            found = self.translate_offset(offset)
+            if found is None:
+                return None
+            if len(self._positions) >= _POSITIONS_KEPT:
+                self._positions.clear()
+            pos = self._positions[offset] = found[0]
+        return pos
+
     def read(self, offset: int, max_bytes: int, max_offset: int | None = None,
              min_one_batch: bool = True, buffers: ReadBuffers | None = None) -> bytes | memoryview | None:
         """Whole batches from the one holding ``offset``, at most ``max_bytes`` (or the
@@ -301,6 +318,7 @@ class LogSegment:
             return 0
         pos = found[0]
         removed = self.size - pos
+        self._positions.clear()
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
         self.txn_index.truncate_to(offset)

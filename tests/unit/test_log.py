@@ -470,3 +470,19 @@ def test_bytes_between_from_a_gap_at_a_segments_end_is_left_to_the_read(tmp_path
     assert log.bytes_between(5, 12) is None and offsets(log.read(5, 1 << 20)) == [10, 11]
     assert log.bytes_between(10, 12) == len(log.read(10, 1 << 20)) and log.bytes_between(0, 3) == len(batch(3))
     log.close()
+
+
+def test_bytes_between_after_a_truncation_counts_from_where_the_batches_are_now(tmp_path):
+    """Positions a segment remembered (``position_of``) are forgotten when it is truncated: the
+    offsets appended again may sit elsewhere."""
+    log = make_log(tmp_path)
+    for _ in range(3):
+        log.append_as_leader(batch(2), 0)
+    small = len(batch(2))
+    assert log.bytes_between(4, 6) == small and log.bytes_between(2, 6) == 2 * small
+    log.truncate_to(2)
+    log.append_as_leader(batch(2, value_size=300), 0)
+    log.append_as_leader(batch(2), 0)
+    assert log.bytes_between(4, 6) == small
+    assert log.bytes_between(2, 6) == len(batch(2, value_size=300)) + small == len(log.read(2, 1 << 20))
+    log.close()
