@@ -9,6 +9,14 @@ from odradek.zk import znodes as zn
 from odradek.zk.session import BrokerIdInUseError, ControllerMovedError, KafkaZkClient
 
 
+def synced(client):
+    """``client`` after a sync: ZooKeeper orders a session's reads after its own writes only, so a
+    write by another session (``kzc``'s, or the test's ``zk``'s) is certain to be seen once the
+    server this session reads from has caught up with the leader."""
+    client.sync("/")
+    return client
+
+
 @pytest.fixture
 def kzc(zk_connect):
     c = KafkaZkClient(zk_connect, session_timeout_ms=6000)
@@ -21,16 +29,17 @@ def kzc(zk_connect):
 def test_cluster_id_producer_ids_and_config(kzc, zk):
     assert kzc.get_or_create_cluster_id("abc") == "abc"
     assert kzc.get_or_create_cluster_id("other") == "abc"
-    assert json.loads(zk.get("/cluster/id")[0]) == {"version": "1", "id": "abc"}
+    assert json.loads(synced(zk).get("/cluster/id")[0]) == {"version": "1", "id": "abc"}
     assert kzc.allocate_producer_id_block(1) == (0, 999)
     assert kzc.allocate_producer_id_block(2) == (1000, 1999)
-    assert json.loads(zk.get("/latest_producer_id_block")[0]) == {
+    assert json.loads(synced(zk).get("/latest_producer_id_block")[0]) == {
         "version": 1, "broker": 2, "block_start": "1000", "block_end": "1999"}
     zk.create("/config/topics/t", zn.ConfigEntityZNode.encode({"retention.ms": "5"}))
+    synced(kzc.kazoo)
     assert kzc.get_entity_config("topics", "t") == {"retention.ms": "5"}
     assert kzc.get_entity_config("topics", "none") == {}
     for p in zn.PERSISTENT_PATHS:
-        assert zk.exists(p)
+        assert synced(zk).exists(p)
 
 
 def test_register_broker_epoch_and_conflicts(kzc, zk_connect):
@@ -52,14 +61,14 @@ def test_controller_election_multi_and_fenced_writes(kzc, zk):
     assert kzc.get_controller_epoch() is None
     epoch, version = kzc.register_controller_and_increment_epoch(3)
     assert (epoch, version) == (1, 1) and kzc.get_controller_id() == 3
-    assert zk.get("/controller_epoch")[0] == b"1"
+    assert synced(zk).get("/controller_epoch")[0] == b"1"
     with pytest.raises(ControllerMovedError):
         kzc.register_controller_and_increment_epoch(4)
     tp = ("t", 0)
     zk.create(zn.TopicZNode.path("t"), zn.TopicZNode.encode({0: [3, 4]}))
     st = zn.LeaderIsrAndControllerEpoch(3, 0, [3, 4], epoch, 0)
     assert kzc.create_partition_states({tp: st}, version) == {tp: None}
-    assert json.loads(zk.get("/brokers/topics/t/partitions/0/state")[0]) == {
+    assert json.loads(synced(zk).get("/brokers/topics/t/partitions/0/state")[0]) == {
         "controller_epoch": 1, "leader": 3, "version": 1, "leader_epoch": 0, "isr": [3, 4]}
     res = kzc.update_partition_states_conditionally(
         {tp: zn.LeaderIsrAndControllerEpoch(4, 1, [4], epoch, 0)}, version)
@@ -74,7 +83,7 @@ def test_controller_election_multi_and_fenced_writes(kzc, zk):
         kzc.update_partition_states_conditionally({tp: kzc.get_partition_states([tp])[tp]}, version)
     with pytest.raises(ControllerMovedError):
         kzc.delete_topic_znodes("t", version)
-    assert zk.exists("/brokers/topics/t/partitions/0/state")
+    assert synced(zk).exists("/brokers/topics/t/partitions/0/state")
 
 
 def test_isr_change_notifications(kzc):
@@ -135,13 +144,13 @@ def test_many_znodes_read_as_multireads_each_with_its_own_answer(kzc, zk):
         if i % 7:
             zk.create(p, b"v%d" % i, makepath=True)
     zk.set(paths[1], b"changed")
-    got = read_existing(kzc.kazoo, paths)
+    got = read_existing(synced(kzc.kazoo), paths)
     assert sorted(got) == sorted(p for i, p in enumerate(paths) if i % 7)
     assert all(got[p] == zk.get(p) for p in got)          # data and stat, as one get answers
     assert got[paths[1]][0] == b"changed" and got[paths[1]][1].version == 1
     zk.create("/reads/secret", b"s", acl=[make_digest_acl("someone", "pw", all=True)])
     try:
         with pytest.raises(NoAuthError):
-            read_existing(kzc.kazoo, paths[:3] + ["/reads/secret"])
+            read_existing(synced(kzc.kazoo), paths[:3] + ["/reads/secret"])
     finally:
         zk.delete("/reads/secret")   # (deleting needs the parent's permission only)
