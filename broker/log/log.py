@@ -376,9 +376,10 @@ class Log(LogRetention, TransactionalLog):
 
     def bytes_between(self, start: int, end: int) -> int | None:
         """The bytes from the batch holding ``start`` to the one holding ``end`` (to the log end
-        when ``end`` is the LEO), from their positions alone (Kafka's DelayedFetch counts so, and
-        reads nothing; each segment remembers the positions it found); None when the two are not in one segment (nor when ``start`` is in a gap a
-        compaction left at the end of its segment: what follows it is in the next one)."""
+        when ``end`` is the LEO), from their positions alone, as Kafka's DelayedFetch counts:
+        nothing is read, and each segment remembers the positions it found. None when the two
+        are not in one segment, or when ``start`` is in a gap a compaction left at the end of its
+        segment (what follows it is in the next one)."""
         bases = self._bases
         i = bisect_right(bases, start) - 1
         if i < 0 or i != bisect_right(bases, end) - 1:
