@@ -5,8 +5,12 @@ Invariant: the source emits only complete lines (a trailing line without its
 newline waits for it), each with source partition ``{"filename": <file>}`` and
 source offset ``{"position": <byte offset just past the line's newline>}``, so a
 task restarted from a committed offset re-reads exactly the lines after it. The
-sink appends ``str(value)`` plus a newline per record and its ``flush`` returns
-only once the bytes are fsynced.
+sink appends ``str(value)`` plus a newline per record, whole lines per write, and
+its ``flush`` returns only once the bytes are fsynced; a task that starts on a
+file ending in a line without its newline (a write cut short by kill -9, after
+the last flush, so its records were never committed and are delivered again) cuts
+that partial line first. Kafka's sink leaves it, and the replayed record is
+glued to it.
 """
 from __future__ import annotations
 
@@ -134,22 +138,44 @@ def _text(value: Any) -> str:
     return str(value)
 
 
+def _cut_partial_line(fd: int) -> None:
+    """Truncates the file open as ``fd`` to just after its last newline (to nothing without one)."""
+    end = os.fstat(fd).st_size
+    pos = end
+    while pos > 0:
+        start = max(0, pos - (1 << 16))
+        nl = os.pread(fd, pos - start, start).rfind(b"\n")
+        if nl >= 0:
+            pos = start + nl + 1
+            break
+        pos = start
+    if pos < end:
+        os.ftruncate(fd, pos)
+
+
 class FileStreamSinkTask(SinkTask):
+    fd: int | None = None
+
     def start(self, props: dict[str, str]) -> None:
         self.filename = props["file"]
         try:
-            self.out = open(self.filename, "ab")
+            self.fd = os.open(self.filename, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o666)
         except OSError as exc:
             raise ConnectException(f"Couldn't find or create file '{self.filename}' for FileStreamSinkTask: "
                                    f"{exc.strerror}") from exc
+        _cut_partial_line(self.fd)
 
     def put(self, records: list[SinkRecord]) -> None:
-        self.out.write("".join(_text(r.value) + "\n" for r in records).encode("utf-8"))
+        assert self.fd is not None
+        data = memoryview("".join(_text(r.value) + "\n" for r in records).encode("utf-8"))
+        while data:
+            data = data[os.write(self.fd, data):]
 
     def flush(self, current_offsets: dict) -> None:
-        self.out.flush()
-        os.fsync(self.out.fileno())
+        if self.fd is not None:
+            os.fsync(self.fd)
 
     def stop(self) -> None:
-        if getattr(self, "out", None) is not None:
-            self.out.close()
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None

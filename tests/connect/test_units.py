@@ -253,6 +253,21 @@ def test_file_sink_task(tmp_path):
     assert (tmp_path / "out.txt").read_text() == 'a\nb\n{"k":1}\n'
 
 
+@pytest.mark.parametrize("tail", [b"", b"ab", b"x" * 100_000])
+def test_file_sink_task_cuts_a_partial_last_line(tmp_path, tail):
+    out = tmp_path / "out.txt"
+    out.write_bytes(b"kept\n" * 3 + tail)             # a write cut short by kill -9
+    t = FileStreamSinkTask()
+    t.start({"file": str(out)})
+    t.put([_sink_record("ab")])
+    t.stop()
+    assert out.read_bytes() == b"kept\n" * 3 + b"ab\n"
+    out.write_bytes(b"no newline at all")
+    t.start({"file": str(out)})
+    t.stop()
+    assert out.read_bytes() == b""
+
+
 def test_source_record_fields():
     r = SourceRecord({"p": 1}, {"o": 2}, "t", None, None, None, {"type": "string"}, "v", 5)
     assert r.source_partition == {"p": 1} and r.new_record(topic="u").source_offset == {"o": 2}
