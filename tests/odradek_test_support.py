@@ -1,4 +1,4 @@
-"""Helpers shared by conftest files of different test folders.
+"""Helpers shared by conftest and test files of different test folders.
 
 Invariant: a uniquely named module (tests/ is on sys.path for every conftest), so no
 folder's ``import conftest`` can pick up another folder's conftest by accident.
@@ -19,3 +19,11 @@ def _failed(request: pytest.FixtureRequest) -> bool:
     node = request.node
     return any(getattr(node, f"rep_{when}", None) is not None and getattr(node, f"rep_{when}").failed
                for when in ("setup", "call"))
+
+
+def synced(client):
+    """``client`` (a KazooClient) after ``sync("/")``: a session sees its own writes in order, but
+    another session's (a broker's, a CLI's, another KazooClient's) only once the ZooKeeper server it
+    reads from has applied them; after the sync it has applied every write completed before the call."""
+    client.sync("/")
+    return client

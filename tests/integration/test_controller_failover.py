@@ -14,6 +14,7 @@ import time
 
 import pytest
 from kazoo.client import KazooClient
+from odradek_test_support import synced
 from twisted.internet import defer, protocol
 from twisted.internet.selectreactor import SelectReactor
 from twisted.protocols.basic import Int32StringReceiver
@@ -170,7 +171,7 @@ def test_election_new_topic_failover_and_fencing(cluster, zk):
     first = wait_for(lambda: active(brokers), what="a controller")
     assert len(first) == 1
     ctl = first[0]
-    assert json.loads(zk.get("/controller")[0])["brokerid"] == ctl.id
+    assert json.loads(synced(zk).get("/controller")[0])["brokerid"] == ctl.id
     assert zk.get("/controller_epoch")[0] == b"1"
     assert ctl.controller.epoch == 1
     for b in brokers:   # failover sends UpdateMetadata to every live broker
@@ -201,7 +202,7 @@ def test_election_new_topic_failover_and_fencing(cluster, zk):
     others = [b for b in brokers if b is not ctl]
     new = wait_for(lambda: [b for b in others if b.controller.is_active], timeout=30, what="failover")
     assert len(new) == 1 and new[0].controller.epoch == 2
-    assert zk.get("/controller_epoch")[0] == b"2"
+    assert synced(zk).get("/controller_epoch")[0] == b"2"
     wait_for(lambda: not ctl.controller.is_active, what="old controller resigned")
     led = {1: 0, 2: 1, 3: 2}[ctl.id]
     obj = wait_for(lambda: (o := state(zk, "orders", led)[0])["leader"] != ctl.id and o,

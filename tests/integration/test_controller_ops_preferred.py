@@ -17,6 +17,7 @@ import subprocess
 import sys
 
 from kazoo.exceptions import BadVersionError
+from odradek_test_support import synced
 
 from odradek.protocol.apis import metadata
 from odradek.protocol.header import decode_response, encode_request
@@ -230,7 +231,8 @@ def test_preferred_election_cli_in_progress_and_no_controller(zk, odradek_env):
                    "Preferred replica leader election currently in progress for t-0")
     zk.delete(zn.PreferredReplicaElectionZNode.path)
     one_line_error(run("--preferred", "--topic", "t", "--partition", "0", "--timeout", "1"), "timed out")
-    assert zn.PreferredReplicaElectionZNode.decode(zk.get(zn.PreferredReplicaElectionZNode.path)[0]) == [("t", 0)]
+    assert zn.PreferredReplicaElectionZNode.decode(
+        synced(zk).get(zn.PreferredReplicaElectionZNode.path)[0]) == [("t", 0)]   # the CLI's write
 
 
 def test_auto_leader_rebalance_moves_leaders_back(cluster_factory):

@@ -10,6 +10,7 @@ import signal
 import socket
 
 import pytest
+from odradek_test_support import synced
 from test_controller_failover import FakeBroker, create_topic, rt, state, wait_for  # noqa: F401 (fixture)
 
 from odradek.broker.controller import KafkaController
@@ -51,12 +52,12 @@ def test_session_expiry_resigns_and_reelects_only_after_reregistration(rt, zk_co
         wait_for(lambda: not b.controller.is_active, what="resignation")
         wait_for(lambda: b.zk.kazoo.connected and b.zk.session_id != old_session, what="new session")
         # The new session is up but the broker has not re-registered: no election yet.
-        assert not zk.exists(zn.BrokerIdZNode.path(1))
+        assert not synced(zk).exists(zn.BrokerIdZNode.path(1))
         assert not zk.exists(zn.ControllerZNode.path) and not b.controller.is_active
 
         b.reregister()
         wait_for(lambda: b.controller.is_active, what="re-election after re-registration")
-        cid, stat = controller_znode(zk)
+        cid, stat = controller_znode(synced(zk))
         assert cid == 1 and stat.ephemeralOwner == b.zk.session_id
         assert b.controller.epoch == 2 and zk.get(zn.ControllerEpochZNode.path)[0] == b"2"
         assert b.controller.broker_epoch == b.epoch

@@ -4,17 +4,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from odradek_test_support import synced
 
 from odradek.zk import znodes as zn
 from odradek.zk.session import BrokerIdInUseError, ControllerMovedError, KafkaZkClient
-
-
-def synced(client):
-    """``client`` after a sync: ZooKeeper orders a session's reads after its own writes only, so a
-    write by another session (``kzc``'s, or the test's ``zk``'s) is certain to be seen once the
-    server this session reads from has caught up with the leader."""
-    client.sync("/")
-    return client
 
 
 @pytest.fixture

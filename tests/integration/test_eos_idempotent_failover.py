@@ -178,6 +178,7 @@ def test_idempotent_producers_survive_leader_kill(cluster_factory):
     try:
         wait_acked_everywhere(producers, "startup")
         for round_ in range(1, ROUNDS + 1):
+            cluster.zk.sync("/")   # the leader the controller wrote last, not a lagging server's view
             victim = cluster.leader(TOPIC, 0)
             cluster.kill_broker(victim)
             wait_until(lambda: cluster.leader(TOPIC, 0) not in (None, victim), 90,

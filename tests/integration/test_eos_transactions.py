@@ -46,7 +46,7 @@ import pytest
 from eos_support import (EOS_OVERRIDES, Loops, create_topic, find_coordinator, full_isr, read_until_end,
                          txn_coordinator, txn_coordinator_everywhere, wait_until, write_end_markers)
 from groups_support import committed, produce, wait_for_coordinator
-from odradek_test_support import _failed
+from odradek_test_support import _failed, synced
 
 TXN_CLIENTS = ["confluent-kafka", "kafka-python"]
 SEED = int(os.environ.get("EOS_TEST_SEED", random.SystemRandom().randrange(1 << 31)))
@@ -566,7 +566,7 @@ def _settled_coordinator(cluster, key: str, internal_topic: str, lookup) -> int 
 
     from odradek.broker.group.offsets import partition_for
     coordinator = wait_until(lambda: lookup(cluster, key), 60, f"a coordinator for {key}")
-    assignment = json.loads(cluster.zk.get(f"/brokers/topics/{internal_topic}")[0])["partitions"]
+    assignment = json.loads(synced(cluster.zk).get(f"/brokers/topics/{internal_topic}")[0])["partitions"]
     return coordinator if assignment[str(partition_for(key, len(assignment)))][0] == coordinator else None
 
 

@@ -434,6 +434,7 @@ def test_acked_records_survive_broker_controller_and_zookeeper_faults(cluster):
                             what="all brokers registered and in every ISR after the ZooKeeper fault")
 
         # 4. SIGSTOP a partition leader (not the controller if possible) until its session expires
+        cluster.zk.sync("/")   # ctl, leaders and stat below: what the brokers wrote, not a lagging server's view
         ctl = cluster.controller()
         leaders = {p: cluster.leader(TOPIC, p) for p in range(PARTITIONS)}
         candidates = sorted(set(leaders.values()) - {ctl}) or sorted(set(leaders.values()))

@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+from odradek_test_support import synced
 
 ODRADEK = os.path.join(os.path.dirname(sys.executable), "odradek")
 
@@ -35,7 +36,7 @@ def fails(env, *args, fragment):
 
 
 def _json(zk, path):
-    return json.loads(zk.get(path)[0].decode())
+    return json.loads(synced(zk).get(path)[0].decode())   # (written by an ``odradek topics`` process)
 
 
 def test_create_list_describe_delete(zk, odradek_env, register_brokers):
@@ -80,7 +81,7 @@ def test_create_list_describe_delete(zk, odradek_env, register_brokers):
     out = ok(odradek_env, "--delete", "--topic", "orders")
     assert out == ("Topic orders is marked for deletion.\n"
                    "Note: This will have no impact if delete.topic.enable is not set to true.\n")
-    assert zk.exists("/admin/delete_topics/orders") and zk.get("/admin/delete_topics/orders")[0] == b""
+    assert synced(zk).exists("/admin/delete_topics/orders") and zk.get("/admin/delete_topics/orders")[0] == b""
     assert ok(odradek_env, "--list") == "events\norders - marked for deletion\n"
     assert ok(odradek_env, "--delete", "--topic", "orders") == "Topic orders is already marked for deletion.\n"
     assert "\tMarkedForDeletion: true" in ok(odradek_env, "--describe", "--topic", "orders")
@@ -177,4 +178,4 @@ def test_connect_string_from_cluster_state(zk, zk_connect, odradek_env, register
                         "--replication-factor", "1"], capture_output=True, text=True, env=env, cwd=tmp_path,
                        timeout=60)
     assert r.returncode == 0, r.stderr
-    assert zk.exists("/brokers/topics/t")
+    assert synced(zk).exists("/brokers/topics/t")
