@@ -16,7 +16,11 @@ Invariants:
 - cleaned segments reach the log only through ``Log.replace_segments`` (``.cleaned`` →
   ``.swap`` → final), so a crash at any point leaves the old or the new segments;
 - ``cleaner-offset-checkpoint`` holds, per log, the end of the last cleaned section
-  (the first dirty offset); it is written after the swap.
+  (the first dirty offset); it is written after the swap;
+- an I/O error while cleaning a log (reading, writing the ``.cleaned`` files, the swap, the
+  checkpoint) takes the log's dir offline through the ``LogDirFailureChannel``, as Kafka's
+  cleaner does; a file gone meanwhile (retention, deletion) only ends this pass for the log;
+  any other error marks the log uncleanable (skipped until the broker restarts).
 
 This is a background job: unlike the produce/fetch hot path it decodes records.
 """
@@ -37,6 +41,7 @@ from odradek.protocol.record_batch import BatchHeader
 from .checkpoint import CheckpointError, OffsetCheckpointFile
 from .index import OffsetIndex, TimeIndex
 from .log import CLEANED_SUFFIX, Log
+from .log_dir_failure import is_storage_error
 from .segment import INDEX_SUFFIX, INT32_MAX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, filename_prefix
 
 logger = logging.getLogger(__name__)
@@ -280,6 +285,7 @@ class LogCleaner:
         self._owner: dict[TopicPartition, Log] = {}  # the Log object a checkpoint entry belongs to
         self.uncleanable: dict[TopicPartition, Log] = {}  # failed once: skipped (Kafka's uncleanable)
         self.paused: frozenset[TopicPartition] = frozenset()   # moving between log dirs: not cleaned meanwhile
+        self.failure_channel = getattr(log_manager, "failure_channel", None)   # a LogDirFailureChannel
 
     # ------------------------------------------------------------ checkpoints
     def _dir_of(self, log: Log) -> str:
@@ -375,10 +381,14 @@ class LogCleaner:
         for _, log in candidates[:self.max_logs_per_pass]:
             try:
                 stats = self.clean_log(log)
-            except CleaningAborted as e:
+            except (CleaningAborted, FileNotFoundError) as e:
                 logger.info("%s: cleaning aborted (%s); will retry", log.dir, e)
                 continue
-            except Exception:  # one broken log must not stop the cleaner
+            except Exception as e:  # one broken log must not stop the cleaner
+                if self.failure_channel is not None and is_storage_error(e):
+                    self.failure_channel.maybe_add_offline_log_dir(
+                        self._dir_of(log), f"cleaning {log.topic}-{log.partition} failed", e)
+                    continue
                 logger.exception("%s: cleaning failed; marking the partition uncleanable", log.dir)
                 self.uncleanable[log.topic_partition] = log
                 continue

@@ -8,12 +8,16 @@ replica.alter.log.dirs.io.max.bytes.per.second); bad requests get Kafka's codes 
 nothing (through kafka-python's admin client, which has the API); a broker restarted in the
 middle of a move resumes and completes it; ``odradek reassign-partitions`` with ``log_dirs``
 moves replicas within a broker and onto another broker's chosen dir, and ``--verify`` reports
-the moves and clears the throttle.
+the moves and clears the throttle. Last (it restarts a broker), an I/O error in one broker's log
+cleaner takes that log dir offline, as Kafka's cleaner does: the partition in it moves to the
+other replica, the broker keeps its other dir, nothing acknowledged is lost, and after a restart
+the replica is back in the ISR.
 """
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -45,7 +49,7 @@ def dirs_of(broker_dir: Path) -> list[Path]:
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     c = TwoDirCluster(tmp_path_factory.mktemp("log-dirs"), zookeepers=1, brokers=2,
-                      overrides={"controlled.shutdown.retry.backoff.ms": 200})
+                      overrides={"controlled.shutdown.retry.backoff.ms": 200, "log.cleaner.backoff.ms": 200})
     c.start()
     try:
         yield c
@@ -57,9 +61,9 @@ def broker_dirs(cluster, broker: int) -> list[str]:
     return [str(d) for d in dirs_of(cluster.brokers[broker].dir)]
 
 
-def create(cluster, topic: str, assignment: dict[int, list[int]]) -> None:
+def create(cluster, topic: str, assignment: dict[int, list[int]], configs: dict[str, str] | None = None) -> None:
     with AdminClient(bootstrap_servers=cluster.bootstrap_servers) as admin:
-        admin.create_topics([NewTopic(topic, replica_assignments=assignment)])
+        admin.create_topics([NewTopic(topic, replica_assignments=assignment, topic_configs=configs)])
         wait_until(lambda: all(p["leader"] >= 0 for t in admin.describe_topics([topic]) for p in t["partitions"])
                    and len(admin.describe_topics([topic])[0]["partitions"]) == len(assignment),
                    60, f"{topic} to have leaders")
@@ -298,3 +302,57 @@ def test_reassign_partitions_moves_replicas_to_the_log_dirs_of_the_json(cluster,
         for b in (1, 2):
             entries = admin.describe_configs([("broker", str(b))])[("broker", str(b))]
             assert not [e for e in entries if e.name == RATE and e.source == "DYNAMIC_BROKER_CONFIG"], b
+
+
+def test_an_io_error_in_the_log_cleaner_takes_its_log_dir_offline(cluster):
+    topic, tp = "cleaned", ("cleaned", 0)
+    create(cluster, topic, {0: [1, 2]}, {"cleanup.policy": "compact", "segment.bytes": "8192",
+                                         "min.cleanable.dirty.ratio": "0.01"})
+    with AdminClient(bootstrap_servers=cluster.bootstrap_servers) as admin:
+        [(bad_dir, _, _)] = where(admin, 1, tp).values()
+    good_dir = next(d for d in broker_dirs(cluster, 1) if d != bad_dir)
+    # a real I/O error for broker 1's cleaner: the path of its first cleaned segment is a directory
+    blocker = Path(bad_dir) / f"{topic}-0" / "00000000000000000000.log.cleaned"
+    blocker.mkdir()
+    producer = Producer(bootstrap_servers=cluster.bootstrap_servers, acks="all", enable_idempotence=True,
+                        linger_ms=5, batch_size=2048)
+    last: dict[bytes, bytes] = {}
+    sent = []
+    for i in range(3000):            # 50 keys, segments of 8 KiB
+        key = b"key-%d" % (i % 50)
+        last[key] = b"value-%d" % i
+        sent.append(producer.send(topic, last[key], key=key, partition=0))
+    producer.flush(60)
+    assert sorted(f.get(10).offset for f in sent) == list(range(3000))
+    producer.close()
+
+    def dirs_of_broker_1(admin: AdminClient) -> dict[str, str | None]:
+        return {d["log_dir"]: d["error"] for d in admin.describe_log_dirs([1])[1]}
+
+    def partition(admin: AdminClient) -> tuple[int, list[int]]:
+        p = admin.describe_topics([topic])[0]["partitions"][0]
+        return p["leader"], sorted(p["isr"])
+
+    with AdminClient(bootstrap_servers=cluster.bootstrap_servers) as admin:
+        wait_until(lambda: dirs_of_broker_1(admin) == {bad_dir: "KAFKA_STORAGE_ERROR", good_dir: None}, 60,
+                   "broker 1's cleaner to take its log dir offline")
+        assert wait_until(lambda: partition(admin) == (2, [2]) and partition(admin), 60,
+                          "the partition to be led by broker 2 alone") == (2, [2])
+    consumer = Consumer(bootstrap_servers=cluster.bootstrap_servers, auto_offset_reset="earliest")
+    consumer.assign([TopicPartition(topic, 0)])
+    latest: dict[bytes, bytes] = {}
+
+    def read_to_the_end() -> bool:
+        for records in consumer.poll(500).values():
+            latest.update((r.key, r.value) for r in records)
+        return latest == last
+    wait_until(read_to_the_end, 60, "the latest value of every key, from broker 2")
+    consumer.close()
+    # the disk repaired, a restart brings the dir back and the replica into the ISR
+    blocker.rmdir()
+    cluster.kill_broker(1, signal.SIGTERM)
+    cluster.start_broker(1)
+    with AdminClient(bootstrap_servers=cluster.bootstrap_servers) as admin:
+        wait_until(lambda: dirs_of_broker_1(admin) == {bad_dir: None, good_dir: None}, 60, "both dirs online",
+                   retry_on=(KafkaError, OSError))
+        wait_until(lambda: partition(admin)[1] == [1, 2], 60, "broker 1 back in the ISR")

@@ -336,6 +336,60 @@ def test_clean_once_picks_dirty_compacted_logs(tmp_path):
         mgr.shutdown()
 
 
+def test_an_io_error_while_cleaning_takes_the_log_dir_offline_and_the_other_dir_is_cleaned(tmp_path):
+    clock = real_clock()
+    cfg = KafkaConfig({"zookeeper.connect": "zk:2181", "broker.id": "1", "log.segment.bytes": "600"})
+    compact = LogConfig({"cleanup.policy": "compact", "segment.bytes": "600"})
+    dirs = [str(tmp_path / "a"), str(tmp_path / "b")]
+    mgr = LogManager(dirs, cfg, clock)
+    offline: list[str] = []
+    # what the broker's LogDirFailureHandler does, inline (no reactor here)
+    mgr.failure_channel.add_listener(lambda d: offline.append(d) or mgr.handle_log_dir_failure(d))
+    try:
+        a, b = mgr.get_or_create_log(("a", 0), compact), mgr.get_or_create_log(("b", 0), compact)
+        assert (mgr.log_dir_of(("a", 0)), mgr.log_dir_of(("b", 0))) == (dirs[0], dirs[1])
+        for log in (a, b):
+            fill_updates(log, clock)
+        before = read_all(a)
+        # a real I/O error: the cleaned segment's path is a directory (unlink gives EISDIR)
+        blocker = a.segments[0].log_path + ".cleaned"
+        os.mkdir(blocker)
+        cleaner = LogCleaner(mgr, clock, max_logs_per_pass=1)
+        b_ratio = cleaner.dirty_ratio(b)[0]
+        assert cleaner.dirty_ratio(a)[0] >= b_ratio   # equal: "a" is the first candidate
+        assert cleaner.clean_once() == []
+        assert offline == [dirs[0]] and mgr.failure_channel.offline_dirs == [dirs[0]]
+        assert not cleaner.uncleanable and [lg.topic for lg in mgr.all_logs()] == ["b"]
+        # the failed dir's files are as they were: repaired and reopened, "a" has every record
+        os.rmdir(blocker)
+        reopened = Log(a.dir, compact, time=clock)
+        assert [(r.offset, r.key, r.value) for r in read_all(reopened)] == \
+            [(r.offset, r.key, r.value) for r in before]
+        reopened.close()
+        done = cleaner.clean_once()
+        assert [(t, p) for t, p, _ in done] == [("b", 0)] and done[0][2].cleaned
+    finally:
+        mgr.shutdown()
+
+
+def test_a_segment_file_gone_meanwhile_ends_the_pass_only(tmp_path):
+    clock = real_clock()
+    cfg = KafkaConfig({"zookeeper.connect": "zk:2181", "broker.id": "1", "log.segment.bytes": "600"})
+    mgr = LogManager([str(tmp_path / "d")], cfg, clock)
+    try:
+        log = mgr.get_or_create_log(("c", 0), LogConfig({"cleanup.policy": "compact", "segment.bytes": "600"}))
+        fill_updates(log, clock)
+        path = log.segments[0].log_path
+        os.rename(path, path + ".deleted")     # as retention renames a segment it deletes
+        cleaner = LogCleaner(mgr, clock)
+        assert cleaner.clean_once() == []
+        assert not cleaner.uncleanable and mgr.failure_channel.offline_dirs == []
+        os.rename(path + ".deleted", path)
+        assert [(t, p) for t, p, _ in cleaner.clean_once()] == [("c", 0)]
+    finally:
+        mgr.shutdown()
+
+
 def test_compact_delete_topics_get_retention_too(tmp_path):
     clock = real_clock()
     log = compact_log(tmp_path, clock, cleanup_policy="compact,delete", retention_ms=10_000)
