@@ -45,6 +45,7 @@ class PartitionMetadata:
     replicas: list[int]
     offline_replicas: list[int] = field(default_factory=list)
     topic_id: uuid.UUID | None = None      # UpdateMetadata v7+ (None: not sent, or the zero UUID)
+    is_new: bool = False   # LeaderAndIsr v1+: a replica new to this broker (its log may go to a live dir)
 
 
 class MetadataCache:

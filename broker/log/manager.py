@@ -12,7 +12,8 @@ Invariants:
 - an I/O error under a log dir (loading, creating a log, retention, any checkpoint)
   goes to the ``LogDirFailureChannel``: the dir is offline until restart, its logs are
   closed and forgotten (``handle_log_dir_failure``), nothing is written there again, and
-  new logs go only to live dirs. With every dir offline the broker must stop
+  new logs go only to live dirs, meanwhile only for replicas new to this broker (LeaderAndIsr's
+  ``is_new``). With every dir offline the broker must stop
   (``LogDirError`` at load; ``all_offline`` afterwards).
 All methods are short blocking file operations (called from the reactor thread).
 """
@@ -266,18 +267,19 @@ class LogManager:
                 counts[d] += 1
         return min(live, key=lambda d: counts[d])
 
-    def get_or_create_log(self, tp: TopicPartition, log_config: LogConfig | None = None) -> Log:
+    def get_or_create_log(self, tp: TopicPartition, log_config: LogConfig | None = None,
+                          is_new: bool = False) -> Log:
         """The partition's log, created in the live log dir with the fewest partitions if absent.
 
-        While a log dir is offline no log is created (KAFKA_STORAGE_ERROR): the partition's data
-        may be in the offline dir (Kafka allows it for a brand-new partition, which
-        LeaderAndIsr's ``is_new`` tells; odradek's handler does not pass it on)."""
+        While a log dir is offline only a replica new to this broker (LeaderAndIsr's ``is_new``)
+        gets a log; any other may have its data in the offline dir (KAFKA_STORAGE_ERROR), and an
+        empty log in its place could later lead and lose that data (Kafka's getOrCreateLog)."""
         tp = (tp[0], int(tp[1]))
         log = self._logs.get(tp)
         if log is not None:
             return log
         offline = self.failure_channel.offline_dirs
-        if offline:
+        if offline and not is_new:
             raise storage_error(f"cannot create the log of {tp[0]}-{tp[1]}: log dirs {','.join(offline)} are offline")
         d = self._next_log_dir(tp)
         config = log_config or self._topic_config(tp[0])

@@ -215,7 +215,7 @@ class ReplicaManager(IsrMaintenance):
         for st in leaders + followers:
             tp = (st.topic, st.partition)
             try:
-                log_ = self._get_or_create_log(tp)
+                log_ = self._get_or_create_log(tp, st.is_new)
                 if st.topic_id is not None:
                     self._check_topic_id(tp, log_, st.topic_id)
                 p = self.partitions.get(tp) or Partition(st.topic, st.partition, self.broker_id,
@@ -346,11 +346,11 @@ class ReplicaManager(IsrMaintenance):
         for tp in tps:
             self._wake(tp)
 
-    def _get_or_create_log(self, tp: TopicPartition) -> Any:
+    def _get_or_create_log(self, tp: TopicPartition, is_new: bool) -> Any:
         existing = self.log_manager.get_log(tp)
         if existing is not None:
             return existing
-        return self.log_manager.get_or_create_log(tp, self.log_config(tp[0]))
+        return self.log_manager.get_or_create_log(tp, self.log_config(tp[0]), is_new)
 
     def _on_truncate(self, tp: TopicPartition, offset: int) -> None:
         """A follower log was truncated to ``offset``: cleaning must restart from there at most,

@@ -11,7 +11,8 @@ moves replicas within a broker and onto another broker's chosen dir, and ``--ver
 the moves and clears the throttle. Last (it restarts a broker), an I/O error in one broker's log
 cleaner takes that log dir offline, as Kafka's cleaner does: the partition in it moves to the
 other replica, the broker keeps its other dir, nothing acknowledged is lost, and after a restart
-the replica is back in the ISR.
+the replica is back in the ISR. Meanwhile a new topic's replica on that broker goes to its live
+dir (LeaderAndIsr's is_new), and the replica in the offline dir is not made again elsewhere.
 """
 from __future__ import annotations
 
@@ -338,6 +339,10 @@ def test_an_io_error_in_the_log_cleaner_takes_its_log_dir_offline(cluster):
                    "broker 1's cleaner to take its log dir offline")
         assert wait_until(lambda: partition(admin) == (2, [2]) and partition(admin), 60,
                           "the partition to be led by broker 2 alone") == (2, [2])
+        assert where(admin, 1, tp) == {}     # not made again in the live dir: its data is in the other
+    create(cluster, "after-the-failure", {0: [1, 2]})
+    with AdminClient(bootstrap_servers=cluster.bootstrap_servers) as admin:
+        assert where(admin, 1, ("after-the-failure", 0))[False][0] == good_dir
     consumer = Consumer(bootstrap_servers=cluster.bootstrap_servers, auto_offset_reset="earliest")
     consumer.assign([TopicPartition(topic, 0)])
     latest: dict[bytes, bytes] = {}

@@ -115,9 +115,14 @@ def test_enospc_on_append_takes_only_that_dir_offline(tmp_path):
     assert b.rm.append_records(1000, 1, {("t", 1): batch(1)}).result[("t", 1)]["error_code"] == 56
     st = PartitionMetadata("t", 1, 1, 1, 5, [1], 0, [1])
     assert b.rm.become_leader_or_follower(1, [st])[1][("t", 1)] == ErrorCode.KAFKA_STORAGE_ERROR
-    with pytest.raises(KafkaError) as e:       # no log is created while a dir is offline
-        lm.get_or_create_log(("u", 0))
-    assert e.value.code == ErrorCode.KAFKA_STORAGE_ERROR
+    # while a dir is offline a replica gets a log only if it is new to this broker (LeaderAndIsr's
+    # is_new): another one's data may be in the offline dir
+    old, new = PartitionMetadata("u", 0, 1, 1, 1, [1], 0, [1]), PartitionMetadata("u", 1, 1, 1, 1, [1], 0, [1],
+                                                                                   is_new=True)
+    assert b.rm.become_leader_or_follower(1, [old, new])[1] == {("u", 0): ErrorCode.KAFKA_STORAGE_ERROR,
+                                                               ("u", 1): ErrorCode.NONE}
+    assert lm.get_log(("u", 0)) is None and lm.log_dir_of(("u", 1)) == lm.log_dir_of(("t", 0)) != bad_dir
+    assert b.rm.append_records(1000, 1, {("u", 1): batch(1)}).result[("u", 1)]["error_code"] == 0
     b.rm.checkpoint_high_watermarks()          # only the live dir is written
     assert not os.path.exists(os.path.join(bad_dir, ".kafka_cleanshutdown"))
     b.close()
