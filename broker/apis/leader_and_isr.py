@@ -46,7 +46,7 @@ def partition_states(req, version: int) -> list[tuple[PartitionMetadata, object]
             out.append((PartitionMetadata(topic if topic is not None else s.topic_name, s.partition_index,
                                        s.controller_epoch, s.leader, s.leader_epoch, list(s.isr),
                                        s.zk_version, list(s.replicas), topic_id=known_id(topic_id),
-                                       is_new=bool(s.get("is_new", False))), topic_id))
+                                       is_new=s.is_new), topic_id))
     return out
 
 

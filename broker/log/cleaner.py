@@ -381,7 +381,7 @@ class LogCleaner:
         for _, log in candidates[:self.max_logs_per_pass]:
             try:
                 stats = self.clean_log(log)
-            except (CleaningAborted, FileNotFoundError) as e:
+            except (CleaningAborted, FileNotFoundError) as e:   # the log changed, or a file of it went
                 logger.info("%s: cleaning aborted (%s); will retry", log.dir, e)
                 continue
             except Exception as e:  # one broken log must not stop the cleaner
@@ -483,10 +483,7 @@ class LogCleaner:
                     self._clean_batch(buf, pos, h, offset_map, retain_deletes, writer, stats, aborted,
                                       last_batches)
             writer.finish(mtime)
-        except FileNotFoundError as e:  # a segment was deleted meanwhile
-            writer.abort()
-            raise CleaningAborted(str(e)) from None
-        except BaseException:
+        except BaseException:   # a segment deleted meanwhile (FileNotFoundError) included
             writer.abort()
             raise
         try:
