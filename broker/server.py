@@ -40,8 +40,7 @@ from .topic_configs import log_config as topic_log_config
 from .network.broker_client import BrokerClient
 from .network.connection_quotas import ConnectionQuotas
 from .network.controller_channel import ControllerChannel
-from .network.socket_reader import DirectReadPort
-from .network.socket_server import KafkaServerFactory
+from .network.socket_server import KafkaServerFactory, listen
 from .log.producer_state import ProducerIdManager
 from .replication.alter_isr_sender import AlterIsrSender
 from .replication.replica_manager import ReplicaManager
@@ -331,11 +330,8 @@ class KafkaServer:
                                          tokens.scram_login if tokens is not None else None)
             factory.noisy = False
             try:
-                if security.tls_context is not None:
-                    port = self.reactor.listenSSL(ep.port, factory, security.tls_context, interface=ep.host or "")
-                else:
-                    port = DirectReadPort(ep.port, factory, interface=ep.host or "", reactor=self.reactor)
-                    port.startListening()
+                port = listen(self.reactor, ep.host or "", ep.port, factory, int(cfg["socket.send.buffer.bytes"]),
+                              int(cfg["socket.receive.buffer.bytes"]))
             except CannotListenError as e:
                 raise StartupError(f"Cannot bind listener {ep.listener_name}://{ep.host}:{ep.port}: "
                                    f"{e.socketError}") from None

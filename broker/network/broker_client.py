@@ -28,6 +28,7 @@ from twisted.python.failure import Failure
 from odradek.protocol.connection import ClientConnection, PendingRequest
 from odradek.protocol.sasl import SaslClient, exchange
 
+from .socket_buffers import USE_DEFAULT, set_buffer_sizes, tcp_socket
 from .socket_reader import connect_direct
 
 log = logging.getLogger(__name__)
@@ -76,6 +77,8 @@ class _Protocol(protocol.Protocol):
         # as Kafka's Selector does: a follower's fetch or a controller request goes out at once,
         # never held back by Nagle's algorithm behind an unacknowledged segment
         self.transport.setTcpNoDelay(True)
+        if self.owner.receive_buffer_bytes != USE_DEFAULT:
+            set_buffer_sizes(tcp_socket(self.transport), receive=self.owner.receive_buffer_bytes)
         self.owner._connected(self)
 
     def dataReceived(self, data: bytes) -> None:
@@ -110,7 +113,8 @@ class BrokerClient:
     def __init__(self, reactor: Any, host: str, port: int, client_id: str | None,
                  request_timeout_ms: int = 30000, reconnect_backoff_ms: int = 50,
                  reconnect_backoff_max_ms: int = 1000, connect_timeout_s: float = 10.0,
-                 fail_when_unreachable: bool = False, security: Any = None):
+                 fail_when_unreachable: bool = False, security: Any = None,
+                 receive_buffer_bytes: int = USE_DEFAULT):
         self.reactor = reactor
         self.host, self.port = host, port
         self.client_id = client_id
@@ -127,6 +131,7 @@ class BrokerClient:
         self._next_id = 0   # correlation ids keep counting across reconnects
         self._unsent: deque[_Request] = deque()
         self.security = security
+        self.receive_buffer_bytes = receive_buffer_bytes   # SO_RCVBUF (socket_buffers.py)
 
     # ------------------------------------------------------------ public
 

@@ -51,6 +51,8 @@ from ..security.principal import ANONYMOUS, certificate_dn, user
 from ..security.sasl_server import CredentialLookup, SaslAuthenticator, SaslFailure, TokenLookup
 from .connection_quotas import ConnectionQuotas
 from .request_handler import RequestHandler, is_deferred
+from .socket_buffers import USE_DEFAULT, set_buffer_sizes
+from .socket_reader import DirectReadPort
 from .socket_writer import SocketWriter, plain_socket
 
 log = logging.getLogger(__name__)
@@ -410,3 +412,19 @@ class KafkaServerFactory(protocol.ServerFactory):
     def close_all(self) -> None:
         for conn in list(self.connections):
             conn.transport.loseConnection()
+
+
+def listen(reactor: Any, host: str, port: int, factory: KafkaServerFactory,
+           send_buffer_bytes: int = USE_DEFAULT, receive_buffer_bytes: int = USE_DEFAULT) -> Any:
+    """Start listening for ``factory``'s listener on ``host:port`` (port 0: any free one): TLS from
+    the first byte when its security has a TLS context, else plaintext with direct reads
+    (``socket_reader.py``). The listening socket gets the buffer sizes (``socket_buffers.py``),
+    which every connection it accepts inherits. Raises ``CannotListenError``."""
+    security = factory.security
+    if security is not None and security.tls_context is not None:
+        listening = reactor.listenSSL(port, factory, security.tls_context, interface=host)
+    else:
+        listening = DirectReadPort(port, factory, interface=host, reactor=reactor)
+        listening.startListening()
+    set_buffer_sizes(listening.socket, send_buffer_bytes, receive_buffer_bytes)
+    return listening

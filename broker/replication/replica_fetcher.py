@@ -476,7 +476,8 @@ class ReplicaFetcherManager:
         return BrokerClient(self.scheduler, host, port, f"broker-{self.broker_id}-fetcher-{fid}",
                             request_timeout_ms=int(self.config["replica.socket.timeout.ms"]),
                             reconnect_backoff_ms=100, reconnect_backoff_max_ms=1000, connect_timeout_s=5.0,
-                            security=self.security)
+                            security=self.security,
+                            receive_buffer_bytes=int(self.config["replica.socket.receive.buffer.bytes"]))
 
     def endpoint(self, leader: int) -> tuple[str, int] | None:
         ep = self.rm.leader_endpoints.get(leader)
