@@ -413,6 +413,7 @@ class KafkaServer:
         rm = self.replica_manager
         assert lm is not None and rm is not None, "periodic tasks start after the log and replica managers"
         self._every(cfg["log.retention.check.interval.ms"], "retention", lm.cleanup_logs)
+        self._every(cfg["log.flush.scheduler.interval.ms"], "log flusher", lm.flush_dirty_logs)
         self._every(cfg["replica.high.watermark.checkpoint.interval.ms"], "HW checkpoint",
                     rm.checkpoint_high_watermarks)
         self._every(cfg["log.flush.offset.checkpoint.interval.ms"], "recovery point checkpoint",

@@ -10,7 +10,9 @@ Invariants:
   the producer state untouched; batches are rewritten only in their header
   (baseOffset, partitionLeaderEpoch, LogAppendTime + CRC);
 - after construction the files hold only complete valid batches: an unclean
-  shutdown is recovered from the recovery point (``Log.loadSegments``/``recoverLog``);
+  shutdown is recovered from the recovery point (``Log.loadSegments``/``recoverLog``),
+  which moves only after everything below it was fsynced (a roll, an append that leaves
+  ``flush.messages`` offsets unflushed, the manager's ``flush.ms`` flusher, a clean shutdown);
 - producer state, markers, the txn index and the LSO follow the log (``log_txn``): a
   duplicate idempotent batch is answered with its original offsets, not appended; only
   the coordinator origin may append control batches (only their one record is read);
@@ -102,7 +104,7 @@ class Log(LogRetention, TransactionalLog):
         self.is_future = dir.rstrip("/").endswith(FUTURE_DIR_SUFFIX)
         self.config = config
         self._leader_checks = (config, LeaderChecks.of(config))
-        self._roll_limits = (config, config["segment.bytes"], config["segment.ms"])
+        self._roll_limits = (config, config["segment.bytes"], config["segment.ms"], config["flush.messages"])
         self._time = time
         os.makedirs(dir, exist_ok=True)
         if had_clean_shutdown is None:
@@ -112,6 +114,7 @@ class Log(LogRetention, TransactionalLog):
         self.segments: list[LogSegment] = []
         self._bases: list[int] = []
         self.recovery_point = recovery_point
+        self.last_flush_ms = int(time() * 1000)   # flush.ms counts from here (Kafka: the log's creation)
         self._high_watermark: int | None = None
         self.producer_state = ProducerStateManager(dir, producer_id_expiration_ms)
         self._load_segments(had_clean_shutdown)
@@ -303,6 +306,7 @@ class Log(LogRetention, TransactionalLog):
             state.map_end_offset = offset
         if leader_epoch >= 0 and leader_epoch > self.leader_epoch_cache.latest_epoch:
             self.leader_epoch_cache.assign(leader_epoch, first)
+        self._maybe_flush()
         return LogAppendInfo(first, offset - 1, now if log_append_time else -1, self.log_start_offset)
 
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> LogAppendInfo:
@@ -329,6 +333,7 @@ class Log(LogRetention, TransactionalLog):
         for _, h in batches:
             if h.partition_leader_epoch > cache.latest_epoch:
                 cache.assign(h.partition_leader_epoch, h.base_offset)
+        self._maybe_flush()
         return LogAppendInfo(first, expected - 1, -1, self.log_start_offset)
 
     def _append(self, buf: bytes | bytearray | memoryview, infos: list, first_offset: int, now: int) -> None:
@@ -337,13 +342,19 @@ class Log(LogRetention, TransactionalLog):
         limits = self._roll_limits
         if limits[0] is not self.config:   # read once per config object, not per append
             c = self.config
-            limits = self._roll_limits = (c, c["segment.bytes"], c["segment.ms"])
+            limits = self._roll_limits = (c, c["segment.bytes"], c["segment.ms"], c["flush.messages"])
         if seg.should_roll(len(buf), last_offset, now, limits[1], limits[2]):
             seg = self.roll(first_offset)
         if seg.size == 0 and seg.base_offset != first_offset and first_offset > seg.base_offset:
             # an empty active segment must start at its first batch (follower gaps, reused names)
             seg = self._replace_empty_active(first_offset)
         seg.append(buf, infos, now)
+
+    def _maybe_flush(self) -> None:
+        """The end of an append, as Kafka's ``Log.append``: a flush once ``flush.messages`` offsets
+        are unflushed (``_append`` read the setting)."""
+        if self.log_end_offset - self.recovery_point >= self._roll_limits[3]:
+            self.flush()
 
     def _replace_empty_active(self, base: int) -> LogSegment:
         old = self.segments.pop()
@@ -529,6 +540,7 @@ class Log(LogRetention, TransactionalLog):
             if seg.next_offset > self.recovery_point and seg.base_offset < offset:
                 seg.flush()
         self.recovery_point = offset
+        self.last_flush_ms = self._now_ms()
 
     def close(self) -> None:
         if os.path.isdir(self.dir) and self.segments and self.segments[-1]._fd >= 0:

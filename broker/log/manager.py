@@ -426,6 +426,20 @@ class LogManager:
                 logger.warning("%s", e)
         return total
 
+    def flush_dirty_logs(self) -> None:
+        """Flush every log not flushed for its ``flush.ms`` (Kafka's ``LogManager.flushDirtyLogs``,
+        run every ``log.flush.scheduler.interval.ms``)."""
+        now = int(self._time() * 1000)
+        for tp, log in list(self._logs.items()):
+            d = self._log_dir_of.get(tp)
+            if d is None or not self.is_log_dir_online(d) or now - log.last_flush_ms < log.config["flush.ms"]:
+                continue
+            try:
+                with self._io(d, f"flushing {tp[0]}-{tp[1]}"):
+                    log.flush()
+            except KafkaError as e:
+                logger.warning("%s", e)
+
     # ---------------------------------------------------------------- checkpoints
     def _logs_in(self, d: str) -> dict[TopicPartition, Log]:
         """The logs in ``d``, future ones included (their recovery points and log starts are

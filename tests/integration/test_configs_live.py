@@ -16,6 +16,7 @@ import sys
 
 import pytest
 
+from odradek.broker.log import OffsetCheckpointFile
 from odradek.client import AdminClient, ErrorCode, KafkaError, NewTopic, Producer, TopicPartition
 from odradek.client.consumer import Consumer
 from odradek.testing import wait_until
@@ -31,7 +32,11 @@ def cluster(tmp_path_factory):
     from odradek.zk.cluster import LocalCluster
     c = LocalCluster(tmp_path_factory.mktemp("configs-live"), zookeepers=1, brokers=2,
                      overrides={"log.retention.check.interval.ms": "300", "replica.lag.time.max.ms": "1000",
-                                "auto.leader.rebalance.enable": "false"})
+                                "auto.leader.rebalance.enable": "false",
+                                # the flusher checks flush.ms every 200 ms (flush.ms itself defaults to an hour,
+                                # not to this interval); recovery points are written every 300 ms
+                                "log.flush.scheduler.interval.ms": "200", "log.flush.interval.ms": "3600000",
+                                "log.flush.offset.checkpoint.interval.ms": "300"})
     c.start()
     try:
         yield c
@@ -149,6 +154,30 @@ def test_cli_changes_apply_live_retention_and_min_insync(cluster):
                    "topics", "--entity-name", topic, "--delete-config", "min.insync.replicas") == (
         f"Completed updating config for topic {topic}.\n")
     eventually_on_both(cluster, topic, 0, b"v", acks="all")
+
+
+def test_flush_settings_move_the_recovery_points_of_leaders_and_followers_live(cluster):
+    """flush.messages fsyncs at the append; flush.ms, set live, at the flusher's next check. What
+    shows it is each broker's recovery-point-offset-checkpoint, where recovery after a crash
+    starts: at the log end once flushed, at 0 for a log never flushed (no segment rolled)."""
+    flushed = topic_on_both(cluster, "live-flush-messages", {"flush.messages": "1"})
+    unflushed = topic_on_both(cluster, "live-flush-ms")
+    for topic in (flushed, unflushed):
+        for p in BOTH:
+            for i in range(5):
+                assert produce_error(cluster, topic, p, b"v%d" % i, acks="all") == 0
+
+    def recovery_points(topic: str) -> list[int | None]:
+        """Partition 0 and 1 on broker 1, then on broker 2 (each broker holds a replica of both)."""
+        points = [OffsetCheckpointFile(str(cluster.brokers[b].dir / "logs" / "recovery-point-offset-checkpoint"))
+                  .read() for b in (1, 2)]
+        return [found.get((topic, p)) for found in points for p in BOTH]
+    wait_until(lambda: recovery_points(flushed) == [5, 5, 5, 5], 30,
+               f"the recovery points of {flushed} (flush.messages=1) to reach the log end on both brokers")
+    assert recovery_points(unflushed) == [0, 0, 0, 0]
+    odradek(cluster, "topics", "--alter", "--topic", unflushed, "--config", "flush.ms=100")
+    wait_until(lambda: recovery_points(unflushed) == [5, 5, 5, 5], 30,
+               f"the recovery points of {unflushed} (flush.ms=100, set live) to reach the log end on both brokers")
 
 
 def test_dynamic_broker_configs_apply_live_cluster_wide_and_per_broker(cluster):

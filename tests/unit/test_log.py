@@ -486,3 +486,24 @@ def test_bytes_between_after_a_truncation_counts_from_where_the_batches_are_now(
     assert log.bytes_between(4, 6) == small
     assert log.bytes_between(2, 6) == len(batch(2, value_size=300)) + small == len(log.read(2, 1 << 20))
     log.close()
+
+
+def test_flush_messages_flushes_once_that_many_offsets_are_unflushed(tmp_path):
+    """Kafka's Log.append: once LEO - recovery point reaches flush.messages, the log is fsynced and
+    the recovery point (where a crash recovery starts) moves to the LEO; the default never flushes."""
+    log = make_log(tmp_path / "every-three", flush_messages=3)
+    log.append_as_leader(batch(1), 0)
+    log.append_as_leader(batch(1), 0)
+    assert log.recovery_point == 0
+    log.append_as_leader(batch(1), 0)
+    assert log.recovery_point == 3
+    log.append_as_follower(batch(2, base_offset=3))   # a follower's batch of 2
+    assert log.recovery_point == 3   # 2 unflushed
+    log.append_as_leader(batch(1), 0)
+    assert log.recovery_point == 6
+    default = make_log(tmp_path / "default")
+    for _ in range(50):
+        default.append_as_leader(batch(2), 0)
+    assert default.recovery_point == 0 and default.log_end_offset == 100
+    default.close()
+    log.close()

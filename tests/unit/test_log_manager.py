@@ -162,3 +162,29 @@ def test_manager_removes_stale_delete_dirs(tmp_path):
     assert not (d / "t-0.0123abcd-delete").exists()
     assert mgr.all_logs() == []
     mgr.shutdown()
+
+
+def test_logs_not_flushed_for_their_flush_ms_are_flushed_by_the_flusher(tmp_path):
+    """Kafka's LogManager.flushDirtyLogs (run every log.flush.scheduler.interval.ms): a log whose
+    last flush is flush.ms or more ago is flushed; its recovery point reaches its LEO."""
+    clock = Clock()
+    configs = {"hourly": LogConfig({"flush.ms": "3600000"}), "second": LogConfig({"flush.ms": "1000"})}
+    mgr = LogManager([str(tmp_path / "d")], kcfg(), clock, broker_id=1, cluster_id="abc",
+                     topic_config=lambda topic: configs.get(topic, LogConfig()))
+    logs = {t: mgr.get_or_create_log((t, 0)) for t in ("hourly", "second", "default")}
+    for log in logs.values():
+        log.append_as_leader(batch(3, ts=clock.ms), 0)
+    clock.advance(999)
+    mgr.flush_dirty_logs()
+    assert [log.recovery_point for log in logs.values()] == [0, 0, 0]
+    clock.advance(1)
+    mgr.flush_dirty_logs()
+    assert [log.recovery_point for log in logs.values()] == [0, 3, 0]
+    logs["second"].append_as_leader(batch(2, ts=clock.ms), 0)
+    clock.advance(500)
+    mgr.flush_dirty_logs()
+    assert logs["second"].recovery_point == 3   # flushed half a second ago
+    clock.advance(500)
+    mgr.flush_dirty_logs()
+    assert logs["second"].recovery_point == 5
+    mgr.shutdown()
