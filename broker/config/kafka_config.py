@@ -16,7 +16,7 @@ from typing import Any, Callable, Mapping, NamedTuple
 from .types import (  # re-exported: config users import these from here
     BOOLEAN, DOUBLE, INT, LIST, LONG, LONG_MAX, PASSWORD, REQUIRED, SHORT, STRING, ConfigError, ConfigKey,
     _parse, _table, at_least, between, list_of, message_format_version, non_empty, one_of,
-    parse_properties,
+    parse_properties, replica_selector,
 )
 
 from .security_keys import SECURITY_KEYS
@@ -40,11 +40,14 @@ BROKER_CONFIG: dict[str, ConfigKey] = _table([
     ("zookeeper.connect", STRING, REQUIRED, non_empty, "ZooKeeper connection string host:port,...[/chroot]."),
     ("zookeeper.session.timeout.ms", INT, 18000, at_least(1), "ZooKeeper session timeout."),
     ("zookeeper.connection.timeout.ms", INT, None, None, "Defaults to zookeeper.session.timeout.ms."),
-    ("zookeeper.max.in.flight.requests", INT, 10, at_least(1), "Unacknowledged ZooKeeper requests."),
+    ("zookeeper.max.in.flight.requests", INT, 10, at_least(1),
+     "Unacknowledged ZooKeeper requests (informational here: kazoo pipelines without a limit)."),
     ("num.network.threads", INT, 3, at_least(1), "Network threads (informational here)."),
     ("num.io.threads", INT, 8, at_least(1), "I/O threads (informational here)."),
     ("background.threads", INT, 10, at_least(1), "Background threads (informational here)."),
-    ("queued.max.requests", INT, 500, at_least(1), "Queued requests before blocking the network."),
+    ("queued.max.requests", INT, 500, at_least(1),
+     "Queued requests before blocking the network (informational here: each connection reads no more "
+     "while 64 of its requests wait)."),
     # --- sockets and listeners
     ("listeners", STRING, "PLAINTEXT://:9092", None, "Comma-separated NAME://host:port listeners."),
     ("advertised.listeners", STRING, None, None, "Listeners published in ZooKeeper; defaults to listeners."),
@@ -99,7 +102,7 @@ BROKER_CONFIG: dict[str, ConfigKey] = _table([
     ("log.cleaner.min.cleanable.ratio", DOUBLE, 0.5, between(0, 1), "Min dirty ratio to clean."),
     ("log.index.interval.bytes", INT, 4096, at_least(0), "Bytes between offset index entries."),
     ("log.index.size.max.bytes", INT, 10485760, at_least(4), "Max size of an offset index."),
-    ("log.preallocate", BOOLEAN, False, None, "Preallocate segment files."),
+    ("log.preallocate", BOOLEAN, False, None, "Preallocate segment files (informational here: never done)."),
     ("log.flush.interval.messages", LONG, LONG_MAX, at_least(1), "Messages between fsyncs."),
     ("log.flush.interval.ms", LONG, None, None, "Ms between fsyncs (default: scheduler interval)."),
     ("log.flush.scheduler.interval.ms", LONG, LONG_MAX, None, "Flusher check interval."),
@@ -110,7 +113,8 @@ BROKER_CONFIG: dict[str, ConfigKey] = _table([
     ("log.message.timestamp.type", STRING, "CreateTime", one_of(*_TS_TYPES), "CreateTime or LogAppendTime."),
     ("log.message.timestamp.difference.max.ms", LONG, LONG_MAX, at_least(0), "Max CreateTime skew."),
     ("log.message.downconversion.enable", BOOLEAN, True, None, "Down-convert for old consumers."),
-    ("num.recovery.threads.per.data.dir", INT, 1, at_least(1), "Threads for log recovery."),
+    ("num.recovery.threads.per.data.dir", INT, 1, at_least(1),
+     "Threads for log recovery (informational here: logs load one after another)."),
     ("message.max.bytes", INT, 1048588, at_least(0), "Max record batch size."),
     ("compression.type", STRING, "producer", one_of(*_COMPRESSION, case_insensitive=True), "Final topic compression."),
     ("auto.create.topics.enable", BOOLEAN, True, None, "Create topics on metadata requests."),
@@ -131,7 +135,8 @@ BROKER_CONFIG: dict[str, ConfigKey] = _table([
      "Incremental fetch sessions (KIP-227) a broker keeps; 0 turns them off."),
     ("replica.fetch.backoff.ms", INT, 1000, at_least(0), "Backoff after a fetch error."),
     ("replica.high.watermark.checkpoint.interval.ms", LONG, 5000, None, "HW checkpoint interval."),
-    ("replica.selector.class", STRING, None, None, "Follower fetching selector (KIP-392)."),
+    ("replica.selector.class", STRING, None, replica_selector,
+     "Which replica consumers fetch from (KIP-392); odradek has the leader only (LeaderSelector)."),
     ("num.replica.fetchers", INT, 1, None, "Fetcher threads per source broker."),
     ("unclean.leader.election.enable", BOOLEAN, False, None, "Allow out-of-ISR leaders."),
     ("auto.leader.rebalance.enable", BOOLEAN, True, None, "Move leadership back to preferred replicas."),
@@ -174,7 +179,6 @@ BROKER_CONFIG: dict[str, ConfigKey] = _table([
      "How often timed-out transactions are aborted."),
     ("transaction.remove.expired.transaction.cleanup.interval.ms", INT, 3600000, at_least(1),
      "How often expired transactional ids are removed."),
-    ("producer.id.expiration.ms", INT, 86400000, at_least(1), "Idle producer id expiry."),
 ])
 
 
@@ -490,7 +494,7 @@ TOPIC_CONFIG: dict[str, ConfigKey] = _table([
     ("min.insync.replicas", INT, 1, at_least(1), "Min ISR size for acks=all."),
     ("compression.type", STRING, "producer", one_of(*_COMPRESSION, case_insensitive=True),
      "Final compression of topic data."),
-    ("preallocate", BOOLEAN, False, None, "Preallocate segment files."),
+    ("preallocate", BOOLEAN, False, None, "Preallocate segment files (informational here: never done)."),
     ("message.format.version", STRING, "2.8-IV1", message_format_version, "Message format version."),
     ("message.timestamp.type", STRING, "CreateTime", one_of(*_TS_TYPES), "CreateTime or LogAppendTime."),
     ("message.timestamp.difference.max.ms", LONG, LONG_MAX, at_least(0), "Max CreateTime skew."),

@@ -68,6 +68,15 @@ def message_format_version(v: str) -> str | None:
     return message_format_problem(v)
 
 
+LEADER_SELECTOR = "org.apache.kafka.common.replica.LeaderSelector"
+
+
+def replica_selector(v: str) -> str | None:
+    """Kafka loads the named class; odradek has the behaviour of Kafka's default, LeaderSelector, only."""
+    return None if v in ("", LEADER_SELECTOR) else \
+        f"fetching from a follower (KIP-392) is not built; leave it unset or set {LEADER_SELECTOR}"
+
+
 # ---------------------------------------------------------------- parsing
 
 def _parse(key: ConfigKey, value: Any) -> Any:

@@ -41,6 +41,8 @@ def test_defaults_are_kafkas():
         "group.min.session.timeout.ms": 6000, "group.max.session.timeout.ms": 1800000,
         "reserved.broker.max.id": 1000, "broker.id.generation.enable": True, "broker.rack": None,
         "log.segment.delete.delay.ms": 60000, "transactional.id.expiration.ms": 604800000,
+        "replica.socket.receive.buffer.bytes": 65536, "log.flush.interval.messages": 2 ** 63 - 1,
+        "log.flush.scheduler.interval.ms": 2 ** 63 - 1, "replica.selector.class": None,
     }
     assert {k: c[k] for k in expected} == expected
     assert c.zookeeper_connection_timeout_ms == 18000
@@ -75,8 +77,8 @@ def test_retention_and_roll_precedence():
 
 
 def test_unknown_keys_kept():
-    c = cfg(**{"my.custom.key": "v", "num.partitions": "2"})
-    assert c["my.custom.key"] == "v" and c.unknown == ["my.custom.key"]
+    c = cfg(**{"my.custom.key": "v", "num.partitions": "2", "producer.id.expiration.ms": "1000"})
+    assert c["my.custom.key"] == "v" and c.unknown == ["my.custom.key", "producer.id.expiration.ms"]   # Kafka 3.4's
     with pytest.raises(KeyError):
         c["absent.key"]
 
@@ -97,6 +99,8 @@ def test_unknown_keys_kept():
     ({"broker.id.generation.enable": "false"}, "broker.id"),
     ({"replica.fetch.wait.max.ms": "40000"}, "replica.fetch.wait.max.ms"),
     ({"log.retention.hours": "x"}, "log.retention.hours"),
+    ({"replica.selector.class": "org.apache.kafka.common.replica.RackAwareReplicaSelector"},
+     "replica.selector.class: fetching from a follower (KIP-392) is not built"),
 ])
 def test_bad_values_give_one_clear_line(props, fragment):
     with pytest.raises(ConfigError) as e:
