@@ -582,5 +582,15 @@ class LogConfig(_TypedValues):
         return "compact" in self._values["cleanup.policy"]
 
     @property
+    def max_segment_ms(self) -> int:
+        """How old the active segment may get before the next append rolls it: ``segment.ms``, or
+        for a compacted log ``max.compaction.lag.ms`` if less (KIP-354: its records must become
+        cleanable in time)."""
+        v = self._values
+        if self.compact and v["max.compaction.lag.ms"] > 0:
+            return int(min(v["segment.ms"], v["max.compaction.lag.ms"]))
+        return int(v["segment.ms"])
+
+    @property
     def log_append_time(self) -> bool:
         return self._values["message.timestamp.type"] == "LogAppendTime"

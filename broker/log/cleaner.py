@@ -12,14 +12,16 @@ Invariants:
   records survive (``RETAIN_EMPTY``), so producer state rebuilt from the log still dedups;
 - only whole inactive segments entirely below the last stable offset (≤ the high
   watermark, and older than ``min.compaction.lag.ms``) are cleaned; the active segment is
-  never touched;
+  never touched; a log is cleaned when its dirty ratio is above ``min.cleanable.dirty.ratio``,
+  or when a dirty inactive segment began more than ``max.compaction.lag.ms`` ago (KIP-354;
+  the log rolls its active segment once that old, ``LogConfig.max_segment_ms``);
 - cleaned segments reach the log only through ``Log.replace_segments`` (``.cleaned`` →
   ``.swap`` → final), so a crash at any point leaves the old or the new segments;
 - ``cleaner-offset-checkpoint`` holds, per log, the end of the last cleaned section
   (the first dirty offset); it is written after the swap;
-- an I/O error while cleaning a log (reading, writing the ``.cleaned`` files, the swap, the
-  checkpoint) takes the log's dir offline through the ``LogDirFailureChannel``, as Kafka's
-  cleaner does; a file gone meanwhile (retention, deletion) only ends this pass for the log;
+- an I/O error while choosing or cleaning a log (reading, writing the ``.cleaned`` files, the
+  swap, the checkpoint) takes the log's dir offline through the ``LogDirFailureChannel``, as
+  Kafka's cleaner does; a file gone meanwhile (retention, deletion) only ends this pass for the log;
   any other error marks the log uncleanable (skipped until the broker restarts).
 
 This is a background job: unlike the produce/fetch hot path it decodes records.
@@ -38,6 +40,7 @@ from odradek.protocol.compression import NONE, compress
 from odradek.protocol.records import LOG_APPEND_TIME, Record, decode_batch, encode_varint
 from odradek.protocol.record_batch import BatchHeader
 
+from ..config.types import LONG_MAX
 from .checkpoint import CheckpointError, OffsetCheckpointFile
 from .index import OffsetIndex, TimeIndex
 from .log import CLEANED_SUFFIX, Log
@@ -353,6 +356,22 @@ class LogCleaner:
             out.append(seg)
         return out
 
+    def compaction_overdue(self, log: Log) -> bool:
+        """Whether ``max.compaction.lag.ms`` has passed since the first batch of a dirty inactive
+        segment (KIP-354, Kafka's ``LogCleanerManager.maxCompactionDelay``): the log is then cleaned
+        whatever its dirty ratio."""
+        lag = log.config["max.compaction.lag.ms"]
+        if lag >= LONG_MAX:
+            return False
+        first_dirty = self.first_dirty_offset(log)
+        clean_until = int(self._time() * 1000) - lag
+        for seg in log.segments[:-1]:
+            if seg.next_offset > first_dirty and seg.size:
+                first = next(seg.iter_batch_headers(), None)
+                if first is not None and 0 < first[1].max_timestamp < clean_until:
+                    return True
+        return False
+
     def dirty_ratio(self, log: Log) -> tuple[float, int]:
         """(dirty bytes / cleanable bytes, dirty bytes) of ``log``."""
         first_dirty = self.first_dirty_offset(log)
@@ -372,10 +391,13 @@ class LogCleaner:
                 continue
             try:
                 ratio, dirty = self.dirty_ratio(log)
-            except OSError:
+                # as Kafka: a ratio above the minimum (not at it), or any dirty bytes once overdue
+                if dirty > 0 and (ratio > log.config["min.cleanable.dirty.ratio"] or self.compaction_overdue(log)):
+                    candidates.append((ratio, log))
+            except FileNotFoundError:   # a segment went meanwhile (retention, deletion): the next pass
                 continue
-            if dirty > 0 and ratio >= log.config["min.cleanable.dirty.ratio"]:
-                candidates.append((ratio, log))
+            except OSError as e:
+                self._storage_failed(log, "checking", e)
         candidates.sort(key=lambda c: -c[0])
         out = []
         for _, log in candidates[:self.max_logs_per_pass]:
@@ -385,15 +407,21 @@ class LogCleaner:
                 logger.info("%s: cleaning aborted (%s); will retry", log.dir, e)
                 continue
             except Exception as e:  # one broken log must not stop the cleaner
-                if self.failure_channel is not None and is_storage_error(e):
-                    self.failure_channel.maybe_add_offline_log_dir(
-                        self._dir_of(log), f"cleaning {log.topic}-{log.partition} failed", e)
+                if is_storage_error(e) and self._storage_failed(log, "cleaning", e):
                     continue
                 logger.exception("%s: cleaning failed; marking the partition uncleanable", log.dir)
                 self.uncleanable[log.topic_partition] = log
                 continue
             out.append((log.topic, log.partition, stats))
         return out
+
+    def _storage_failed(self, log: Log, what: str, exc: BaseException) -> bool:
+        """Report an I/O error of ``log``'s dir to the ``LogDirFailureChannel`` (which takes the dir
+        offline); False if there is no channel (a cleaner without a broker's log manager)."""
+        if self.failure_channel is None:
+            return False
+        self.failure_channel.maybe_add_offline_log_dir(self._dir_of(log), f"{what} {log.topic}-{log.partition} failed", exc)
+        return True
 
     def clean_log(self, log: Log) -> CleanerStats:
         """Compact ``log`` once (whatever its dirty ratio); a no-op if nothing is dirty."""

@@ -104,7 +104,7 @@ class Log(LogRetention, TransactionalLog):
         self.is_future = dir.rstrip("/").endswith(FUTURE_DIR_SUFFIX)
         self.config = config
         self._leader_checks = (config, LeaderChecks.of(config))
-        self._roll_limits = (config, config["segment.bytes"], config["segment.ms"], config["flush.messages"])
+        self._roll_limits = (config, config["segment.bytes"], config.max_segment_ms, config["flush.messages"])
         self._time = time
         os.makedirs(dir, exist_ok=True)
         if had_clean_shutdown is None:
@@ -342,7 +342,7 @@ class Log(LogRetention, TransactionalLog):
         limits = self._roll_limits
         if limits[0] is not self.config:   # read once per config object, not per append
             c = self.config
-            limits = self._roll_limits = (c, c["segment.bytes"], c["segment.ms"], c["flush.messages"])
+            limits = self._roll_limits = (c, c["segment.bytes"], c.max_segment_ms, c["flush.messages"])
         if seg.should_roll(len(buf), last_offset, now, limits[1], limits[2]):
             seg = self.roll(first_offset)
         if seg.size == 0 and seg.base_offset != first_offset and first_offset > seg.base_offset:

@@ -36,6 +36,7 @@ def cluster(tmp_path_factory):
                                 # the flusher checks flush.ms every 200 ms (flush.ms itself defaults to an hour,
                                 # not to this interval); recovery points are written every 300 ms
                                 "log.flush.scheduler.interval.ms": "200", "log.flush.interval.ms": "3600000",
+                                "log.cleaner.backoff.ms": "200",
                                 "log.flush.offset.checkpoint.interval.ms": "300"})
     c.start()
     try:
@@ -178,6 +179,51 @@ def test_flush_settings_move_the_recovery_points_of_leaders_and_followers_live(c
     odradek(cluster, "topics", "--alter", "--topic", unflushed, "--config", "flush.ms=100")
     wait_until(lambda: recovery_points(unflushed) == [5, 5, 5, 5], 30,
                f"the recovery points of {unflushed} (flush.ms=100, set live) to reach the log end on both brokers")
+
+
+def read_partition(cluster, topic: str, p: int) -> list[tuple[bytes, bytes]]:
+    """Every (key, value) of the partition, from its log start to its end."""
+    tp = TopicPartition(topic, p)
+    consumer = Consumer(bootstrap_servers=cluster.bootstrap_servers, enable_auto_commit=False)
+    try:
+        consumer.assign([tp])
+        consumer.seek_to_beginning(tp)
+        end = consumer.end_offsets([tp])[tp]
+        out: list[tuple[bytes, bytes]] = []
+        while consumer.position(tp) < end:
+            for records in consumer.poll(timeout_ms=500).values():
+                out.extend((r.key, r.value) for r in records)
+        return out
+    finally:
+        consumer.close()
+
+
+def test_max_compaction_lag_set_live_compacts_logs_their_dirty_ratio_never_would(cluster):
+    """KIP-354: with min.cleanable.dirty.ratio 1.0 no log is ever dirty enough to clean (Kafka
+    cleans above the ratio, never at it); max.compaction.lag.ms, set live, has each broker clean its
+    partition anyway, down to the latest value per key, plus what its active segment holds."""
+    topic = topic_on_both(cluster, "live-compaction-lag", {"cleanup.policy": "compact", "segment.bytes": "1024",
+                                                           "min.cleanable.dirty.ratio": "1.0"})
+    keys, rounds = 20, 10
+    latest: dict[int, dict[bytes, bytes]] = {p: {} for p in BOTH}
+    producer = Producer(bootstrap_servers=cluster.bootstrap_servers, acks="all", linger_ms=5)
+    try:
+        for r in range(rounds):
+            for p in BOTH:
+                for k in range(keys):
+                    key, value = b"key-%02d" % k, b"value-%02d-%02d-" % (k, r) + b"." * 20
+                    producer.send(topic, value, key=key, partition=p)
+                    latest[p][key] = value
+            producer.flush(30)
+    finally:
+        producer.close()
+    assert all(len(read_partition(cluster, topic, p)) == keys * rounds for p in BOTH)
+    odradek(cluster, "topics", "--alter", "--topic", topic, "--config", "max.compaction.lag.ms=1000")
+    most = keys + 1024 // 40   # one record per key below the active segment, which holds 1 KiB at most
+    for p in BOTH:
+        state = wait_until(lambda p=p: len(records := read_partition(cluster, topic, p)) <= most and records, 60,
+                           f"{topic}-{p} (broker {p + 1} leads it) to be compacted")
+        assert dict(state) == latest[p]
 
 
 def test_dynamic_broker_configs_apply_live_cluster_wide_and_per_broker(cluster):

@@ -507,3 +507,24 @@ def test_flush_messages_flushes_once_that_many_offsets_are_unflushed(tmp_path):
     assert default.recovery_point == 0 and default.log_end_offset == 100
     default.close()
     log.close()
+
+
+def test_a_compacted_log_rolls_its_active_segment_once_max_compaction_lag_old(tmp_path):
+    """KIP-354: the records of a compacted log must become cleanable within max.compaction.lag.ms,
+    so the next append after the active segment is that old rolls it (segment.ms still governs a
+    delete log, and a compacted one whose lag is longer)."""
+    clock = Clock()
+    logs = {name: make_log(tmp_path / name, clock, cleanup_policy=policy, max_compaction_lag_ms=1000)
+            for name, policy in (("compacted", "compact"), ("deleting", "delete"))}
+    for log in logs.values():
+        log.append_as_leader(batch(1), 0)
+    clock.advance(1000)
+    for log in logs.values():
+        log.append_as_leader(batch(1), 0)
+    assert [len(log.segments) for log in logs.values()] == [1, 1]
+    clock.advance(1)
+    for log in logs.values():
+        log.append_as_leader(batch(1), 0)
+    assert [len(log.segments) for log in logs.values()] == [2, 1]
+    for log in logs.values():
+        log.close()

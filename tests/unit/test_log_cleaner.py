@@ -336,6 +336,35 @@ def test_clean_once_picks_dirty_compacted_logs(tmp_path):
         mgr.shutdown()
 
 
+def test_a_log_is_cleaned_once_max_compaction_lag_has_passed_whatever_its_dirty_ratio(tmp_path):
+    """KIP-354: a dirty inactive segment whose first batch is older than max.compaction.lag.ms
+    gets its log cleaned even below min.cleanable.dirty.ratio; a ratio only at the minimum (1.0
+    here, the most any log can have) is not enough, as in Kafka."""
+    clock = real_clock()
+    cfg = KafkaConfig({"zookeeper.connect": "zk:2181", "broker.id": "1", "log.segment.bytes": "600"})
+    mgr = LogManager([str(tmp_path / "d")], cfg, clock)
+    try:
+        c = mgr.get_or_create_log(("c", 0), LogConfig({"cleanup.policy": "compact", "segment.bytes": "600",
+                                                        "min.cleanable.dirty.ratio": "1.0"}))
+        fill_updates(c, clock)
+        before = latest(read_all(c))
+        cleaner = LogCleaner(mgr, clock, max_logs_per_pass=5)
+        assert cleaner.dirty_ratio(c)[0] == 1.0 and cleaner.clean_once() == []
+        c.config = c.config.with_overrides({"max.compaction.lag.ms": "60000"})
+        first_batch_ts = next(c.segments[0].iter_batch_headers())[1].max_timestamp
+        clock.ms = first_batch_ts + 60000   # not yet more than the lag
+        assert cleaner.clean_once() == []
+        clock.advance(1)
+        done = cleaner.clean_once()
+        assert [(t, p) for t, p, _ in done] == [("c", 0)] and done[0][2].cleaned
+        assert latest(read_all(c)) == before and len(read_all(c)) < 8 * 25 * 2 // 3
+        # nothing dirty is left below the active segment: nothing more to clean, overdue or not
+        clock.advance(3_600_000)
+        assert cleaner.clean_once() == []
+    finally:
+        mgr.shutdown()
+
+
 def test_an_io_error_while_cleaning_takes_the_log_dir_offline_and_the_other_dir_is_cleaned(tmp_path):
     clock = real_clock()
     cfg = KafkaConfig({"zookeeper.connect": "zk:2181", "broker.id": "1", "log.segment.bytes": "600"})
