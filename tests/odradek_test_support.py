@@ -27,3 +27,23 @@ def synced(client):
     reads from has applied them; after the sync it has applied every write completed before the call."""
     client.sync("/")
     return client
+
+
+def read_partition(bootstrap: str, topic: str, partition: int) -> list[tuple[bytes, bytes]]:
+    """Every (key, value) of one partition, from its log start up to its end offset (kafka-python,
+    no group)."""
+    from kafka import KafkaConsumer, TopicPartition
+    tp = TopicPartition(topic, partition)
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
+                             auto_offset_reset="earliest")
+    try:
+        consumer.assign([tp])
+        consumer.seek_to_beginning(tp)
+        end = consumer.end_offsets([tp])[tp]
+        out: list[tuple[bytes, bytes]] = []
+        while consumer.position(tp) < end:
+            for recs in consumer.poll(timeout_ms=500).values():
+                out.extend((r.key, r.value) for r in recs)
+        return out
+    finally:
+        consumer.close()

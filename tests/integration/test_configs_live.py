@@ -20,6 +20,7 @@ from odradek.broker.log import OffsetCheckpointFile
 from odradek.client import AdminClient, ErrorCode, KafkaError, NewTopic, Producer, TopicPartition
 from odradek.client.consumer import Consumer
 from odradek.testing import wait_until
+from odradek_test_support import read_partition
 
 pytestmark = pytest.mark.integration
 
@@ -181,23 +182,6 @@ def test_flush_settings_move_the_recovery_points_of_leaders_and_followers_live(c
                f"the recovery points of {unflushed} (flush.ms=100, set live) to reach the log end on both brokers")
 
 
-def read_partition(cluster, topic: str, p: int) -> list[tuple[bytes, bytes]]:
-    """Every (key, value) of the partition, from its log start to its end."""
-    tp = TopicPartition(topic, p)
-    consumer = Consumer(bootstrap_servers=cluster.bootstrap_servers, enable_auto_commit=False)
-    try:
-        consumer.assign([tp])
-        consumer.seek_to_beginning(tp)
-        end = consumer.end_offsets([tp])[tp]
-        out: list[tuple[bytes, bytes]] = []
-        while consumer.position(tp) < end:
-            for records in consumer.poll(timeout_ms=500).values():
-                out.extend((r.key, r.value) for r in records)
-        return out
-    finally:
-        consumer.close()
-
-
 def test_max_compaction_lag_set_live_compacts_logs_their_dirty_ratio_never_would(cluster):
     """KIP-354: with min.cleanable.dirty.ratio 1.0 no log is ever dirty enough to clean (Kafka
     cleans above the ratio, never at it); max.compaction.lag.ms, set live, has each broker clean its
@@ -217,12 +201,12 @@ def test_max_compaction_lag_set_live_compacts_logs_their_dirty_ratio_never_would
             producer.flush(30)
     finally:
         producer.close()
-    assert all(len(read_partition(cluster, topic, p)) == keys * rounds for p in BOTH)
+    assert all(len(read_partition(cluster.bootstrap_servers, topic, p)) == keys * rounds for p in BOTH)
     odradek(cluster, "topics", "--alter", "--topic", topic, "--config", "max.compaction.lag.ms=1000")
     most = keys + 1024 // 40   # one record per key below the active segment, which holds 1 KiB at most
     for p in BOTH:
-        state = wait_until(lambda p=p: len(records := read_partition(cluster, topic, p)) <= most and records, 60,
-                           f"{topic}-{p} (broker {p + 1} leads it) to be compacted")
+        state = wait_until(lambda p=p: len(records := read_partition(cluster.bootstrap_servers, topic, p)) <= most
+                           and records, 60, f"{topic}-{p} (broker {p + 1} leads it) to be compacted")
         assert dict(state) == latest[p]
 
 

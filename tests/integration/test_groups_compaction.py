@@ -9,6 +9,7 @@ import signal
 import pytest
 
 from groups_support import GROUP_OVERRIDES, create_topic, wait_until
+from odradek_test_support import read_partition
 
 KEYS = 40
 ROUNDS = 50
@@ -18,25 +19,6 @@ SEGMENT_BYTES = 4096
 # record per key is left. (The bound was 3 * KEYS, which 3 rounds in the active segment exceed:
 # 40 cleaned + 120 active records when each round is one 1 KB batch.)
 MOST_AFTER_CLEANING = KEYS + SEGMENT_BYTES // 20
-
-
-def read_all(bootstrap: str, topic: str) -> list[tuple[bytes, bytes]]:
-    """Every record of partition 0 from the beginning up to its end offset (kafka-python, no group)."""
-    from kafka import KafkaConsumer, TopicPartition
-    tp = TopicPartition(topic, 0)
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
-                             auto_offset_reset="earliest")
-    try:
-        consumer.assign([tp])
-        consumer.seek_to_beginning(tp)
-        end = consumer.end_offsets([tp])[tp]
-        out: list[tuple[bytes, bytes]] = []
-        while consumer.position(tp) < end:
-            for recs in consumer.poll(timeout_ms=500).values():
-                out.extend((r.key, r.value) for r in recs)
-        return out
-    finally:
-        consumer.close()
 
 
 def test_compacted_topic_keeps_the_latest_value_per_key(cluster_factory):
@@ -61,7 +43,7 @@ def test_compacted_topic_keeps_the_latest_value_per_key(cluster_factory):
     finally:
         producer.close(10)
     total = KEYS * ROUNDS
-    state = wait_until(lambda: (recs := read_all(cluster.bootstrap_servers, topic)) and
+    state = wait_until(lambda: (recs := read_partition(cluster.bootstrap_servers, topic, 0)) and
                        len(recs) <= MOST_AFTER_CLEANING and recs, 120, "the compacted log to shrink")
     assert dict(state) == latest   # last write per key wins, nothing lost
     print(f"\ncompaction: {total} records -> {len(state)} for {KEYS} keys")
