@@ -420,7 +420,8 @@ class LogCleaner:
         offline); False if there is no channel (a cleaner without a broker's log manager)."""
         if self.failure_channel is None:
             return False
-        self.failure_channel.maybe_add_offline_log_dir(self._dir_of(log), f"{what} {log.topic}-{log.partition} failed", exc)
+        message = f"{what} {log.topic}-{log.partition} failed"
+        self.failure_channel.maybe_add_offline_log_dir(self._dir_of(log), message, exc)
         return True
 
     def clean_log(self, log: Log) -> CleanerStats:

@@ -365,6 +365,28 @@ def test_a_log_is_cleaned_once_max_compaction_lag_has_passed_whatever_its_dirty_
         mgr.shutdown()
 
 
+def test_an_io_error_while_choosing_logs_takes_the_log_dir_offline(tmp_path):
+    """Reading a segment to decide whether its log is due (max.compaction.lag.ms) fails: the dir goes
+    offline, as an error while cleaning does, where it used to be passed over in silence."""
+    clock = real_clock()
+    cfg = KafkaConfig({"zookeeper.connect": "zk:2181", "broker.id": "1", "log.segment.bytes": "600"})
+    mgr = LogManager([str(tmp_path / "d")], cfg, clock)
+    offline: list[str] = []
+    mgr.failure_channel.add_listener(offline.append)
+    try:
+        c = mgr.get_or_create_log(("c", 0), LogConfig({"cleanup.policy": "compact", "segment.bytes": "600",
+                                                        "min.cleanable.dirty.ratio": "1.0",
+                                                        "max.compaction.lag.ms": "60000"}))
+        fill_updates(c, clock)
+        os.close(c.segments[0]._fd)   # its reads now fail (EBADF), as on a disk gone bad
+        cleaner = LogCleaner(mgr, clock)
+        assert cleaner.clean_once() == []
+        assert offline == [mgr.log_dir_of(("c", 0))] and not cleaner.uncleanable
+        c.segments[0]._fd = -1   # closed already: the shutdown must not close it again
+    finally:
+        mgr.shutdown()
+
+
 def test_an_io_error_while_cleaning_takes_the_log_dir_offline_and_the_other_dir_is_cleaned(tmp_path):
     clock = real_clock()
     cfg = KafkaConfig({"zookeeper.connect": "zk:2181", "broker.id": "1", "log.segment.bytes": "600"})
