@@ -188,7 +188,7 @@ class ClusterMetadata:
             request_timeout_ms=cfg["request.timeout.ms"],
             connect_timeout_ms=cfg["socket.connection.setup.timeout.ms"],
             send_buffer_bytes=cfg["send.buffer.bytes"], receive_buffer_bytes=cfg["receive.buffer.bytes"],
-            security=self.security)
+            security=self.security, max_idle_ms=cfg["connections.max.idle.ms"])
 
     def _apply(self, resp, names: list[str] | None) -> None:
         self.brokers = {b.node_id: BrokerMetadata(b.node_id, b.host, b.port, b.rack) for b in resp.brokers}

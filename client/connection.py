@@ -44,6 +44,7 @@ VERSION_CAPS: dict[int, int] = {0: 8, 1: 11}
 VERSION_FLOORS: dict[int, int] = {0: 3, 1: 4}
 
 _CHUNK = 262144
+_PROBE_AFTER_S = 1.0   # a connection idle this long is checked for the broker's close before it is reused
 
 Callback = Callable[[Any, "KafkaError | None"], None]
 
@@ -82,7 +83,7 @@ class BrokerConnection:
     def __init__(self, host: str, port: int, *, node_id: int = -1, client_id: str | None = None,
                  request_timeout_ms: int = 30000, connect_timeout_ms: int = 10000,
                  send_buffer_bytes: int = 131072, receive_buffer_bytes: int = 65536,
-                 security: ClientSecurity | None = None) -> None:
+                 security: ClientSecurity | None = None, max_idle_ms: int = 540000) -> None:
         self.host, self.port, self.node_id = host, port, node_id
         self.client_id = client_id
         self.request_timeout = request_timeout_ms / 1000.0
@@ -95,6 +96,8 @@ class BrokerConnection:
         self._closed_error: KafkaError | None = None
         self._chunk = bytearray(_CHUNK)
         self.security = security
+        self.max_idle_ms = max_idle_ms          # connections.max.idle.ms (-1: never)
+        self._last_active = time.monotonic()    # the last byte sent or received
 
     def __repr__(self) -> str:
         return f"<BrokerConnection node={self.node_id} {self.host}:{self.port}>"
@@ -108,7 +111,38 @@ class BrokerConnection:
 
     @property
     def connected(self) -> bool:
-        return self._sock is not None and self._closed_error is None
+        """Open and fit for a request. With nothing in flight, a connection idle for longer than
+        ``connections.max.idle.ms`` is closed (the broker would close it soon: its own limit is
+        longer by default), and one idle for a second is first checked for a close by the broker,
+        which Kafka's clients notice in their poll; a request sent on either would be lost."""
+        if self._sock is None or self._closed_error is not None:
+            return False
+        if not self._conn.in_flight:
+            idle = time.monotonic() - self._last_active
+            if idle >= _PROBE_AFTER_S and (0 <= self.max_idle_ms < idle * 1000 or self._peer_closed()):
+                self.close(ConnectionLost(f"connection to {self.host}:{self.port} closed after {idle:.0f} s idle"))
+                return False
+        return True
+
+    def _peer_closed(self) -> bool:
+        """Whether the broker closed this connection, which has nothing in flight: anything it
+        reads then is the close, or bytes the broker had no reason to send (a TLS record that
+        holds no data, a session ticket, is neither)."""
+        sock = self._sock
+        assert sock is not None
+        try:
+            if not select.select([sock], [], [], 0)[0]:
+                return False
+            sock.settimeout(0)
+            try:
+                sock.recv(1)
+            finally:
+                sock.settimeout(self.request_timeout)
+        except (ssl.SSLWantReadError, BlockingIOError):
+            return False
+        except OSError:
+            pass
+        return True
 
     def connect(self) -> "BrokerConnection":
         """Open the socket and negotiate API versions (blocking)."""
@@ -183,6 +217,7 @@ class BrokerConnection:
                 raise ConnectionLost(f"TLS handshake with {self.host}:{self.port} failed: {exc}") from None
         self._sock = sock
         self._closed_error = None
+        self._last_active = time.monotonic()
         self._conn = ClientConnection(self.client_id, first_correlation_id=self._conn.next_correlation_id())
 
     def _drop_socket(self) -> None:
@@ -274,6 +309,7 @@ class BrokerConnection:
         try:
             for part in parts:
                 self._sock.sendall(part)
+            self._last_active = time.monotonic()
         except OSError as exc:
             if expect_response:  # it never left: the caller gets the exception, not the callback
                 self._conn.in_flight.pop()
@@ -332,6 +368,7 @@ class BrokerConnection:
         if completed is None:
             self.close(ConnectionLost(f"{self.host}:{self.port} closed the connection"))
             return []
+        self._last_active = time.monotonic()
         done = []
         for pending, resp in completed:
             pending.token.complete(resp, None)

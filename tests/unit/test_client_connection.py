@@ -133,3 +133,29 @@ def test_broker_closing_fails_in_flight_requests():
     assert not conn.connected
     t.join(5)
     srv.close()
+
+
+def test_an_idle_connection_the_broker_closed_is_not_offered_again(broker):
+    """The broker closes an idle connection (its connections.max.idle.ms): the client sees the
+    close before it would send on the connection, so the pools connect afresh instead of losing the
+    request ("closed the connection"), as Kafka's clients notice it in their poll."""
+    from odradek.testing import wait_until
+    conn = connect(broker)
+    assert conn.connected
+    for server_side in broker._conns:
+        server_side.shutdown(socket.SHUT_RDWR)
+    wait_until(lambda: not conn.connected, 10, "the client to see the broker's close")
+    again = connect(broker)
+    assert again.request(metadata, {"topics": []}, version=1).brokers   # a fresh connection works
+
+
+@pytest.mark.parametrize("max_idle_ms, closes", [(0, True), (-1, False)])
+def test_a_connection_idle_past_connections_max_idle_ms_is_closed_by_the_client(broker, max_idle_ms, closes):
+    from odradek.testing import wait_until
+    conn = BrokerConnection("127.0.0.1", broker.port, request_timeout_ms=5000, max_idle_ms=max_idle_ms).connect()
+    if closes:
+        wait_until(lambda: not conn.connected, 10, "the client to close its idle connection")
+    else:   # never closed for idleness: still fine after the probe's second, and a request goes through
+        conn._last_active -= 2   # idle for two seconds, as far as the connection knows
+        assert conn.connected and conn.request(metadata, {"topics": []}, version=1).brokers
+    conn.close()
