@@ -104,7 +104,7 @@ class Log(LogRetention, TransactionalLog):
         self.is_future = dir.rstrip("/").endswith(FUTURE_DIR_SUFFIX)
         self.config = config
         self._leader_checks = (config, LeaderChecks.of(config))
-        self._roll_limits = (config, config["segment.bytes"], config.max_segment_ms, config["flush.messages"])
+        self._append_limits: tuple = (None,)   # (config, segment.bytes, max segment age, flush.messages): _append
         self._time = time
         os.makedirs(dir, exist_ok=True)
         if had_clean_shutdown is None:
@@ -114,7 +114,7 @@ class Log(LogRetention, TransactionalLog):
         self.segments: list[LogSegment] = []
         self._bases: list[int] = []
         self.recovery_point = recovery_point
-        self.last_flush_ms = int(time() * 1000)   # flush.ms counts from here (Kafka: the log's creation)
+        self.last_flush_ms = self._now_ms()   # flush.ms counts from here (Kafka: the log's creation)
         self._high_watermark: int | None = None
         self.producer_state = ProducerStateManager(dir, producer_id_expiration_ms)
         self._load_segments(had_clean_shutdown)
@@ -339,10 +339,10 @@ class Log(LogRetention, TransactionalLog):
     def _append(self, buf: bytes | bytearray | memoryview, infos: list, first_offset: int, now: int) -> None:
         seg = self.segments[-1]
         last_offset = infos[-1][1]
-        limits = self._roll_limits
+        limits = self._append_limits
         if limits[0] is not self.config:   # read once per config object, not per append
             c = self.config
-            limits = self._roll_limits = (c, c["segment.bytes"], c.max_segment_ms, c["flush.messages"])
+            limits = self._append_limits = (c, c["segment.bytes"], c.max_segment_ms, c["flush.messages"])
         if seg.should_roll(len(buf), last_offset, now, limits[1], limits[2]):
             seg = self.roll(first_offset)
         if seg.size == 0 and seg.base_offset != first_offset and first_offset > seg.base_offset:
@@ -353,7 +353,7 @@ class Log(LogRetention, TransactionalLog):
     def _maybe_flush(self) -> None:
         """The end of an append, as Kafka's ``Log.append``: a flush once ``flush.messages`` offsets
         are unflushed (``_append`` read the setting)."""
-        if self.log_end_offset - self.recovery_point >= self._roll_limits[3]:
+        if self.log_end_offset - self.recovery_point >= self._append_limits[3]:
             self.flush()
 
     def _replace_empty_active(self, base: int) -> LogSegment:
