@@ -4,13 +4,13 @@ schedule back after stop()."""
 from __future__ import annotations
 
 import gc
-import sys
+import mmap
 import weakref
 
 import pytest
 from twisted.internet.task import Clock
 
-from odradek.broker.gc_schedule import OLDEST_THRESHOLD, CollectorSchedule
+from odradek.broker.gc_schedule import OLDEST_THRESHOLD, CollectorSchedule, heap_pages
 
 
 class Node:
@@ -69,6 +69,14 @@ def test_a_heap_grown_by_a_quarter_gets_a_full_collection(collector):
     del alive
     clock.advance(1.0)                          # the heap as it was: no full collection
     assert alive_ref() is not None
-    grown = [[] for _ in range(sys.getallocatedblocks() // 3)]   # a third more blocks
+    grown = b"x" * (heap_pages() * mmap.PAGESIZE // 3)   # a third more resident memory
     clock.advance(1.0)                          # the heap grew by more than a quarter
     assert alive_ref() is None and grown
+
+
+def test_the_heap_is_the_anonymous_resident_memory_the_kernel_reports():
+    before = heap_pages()
+    grown = b"x" * (64 << 20)
+    assert heap_pages() - before >= (64 << 20) // mmap.PAGESIZE * 0.95
+    del grown
+    assert heap_pages() - before < (64 << 20) // mmap.PAGESIZE * 0.5   # a freed large buffer leaves
