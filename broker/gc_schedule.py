@@ -26,8 +26,10 @@ from __future__ import annotations
 
 import gc
 import logging
+import os
+import sys
 import time
-from typing import Any
+from typing import Any, Callable
 
 from twisted.internet import task
 
@@ -39,12 +41,21 @@ OLDEST_THRESHOLD = 1000   # middle-generation collections before an automatic fu
 FULL_GROWTH = 1.25        # allocated blocks, against their count after the last full collection
 
 
+STATM = "/proc/self/statm"
+
+
 def heap_pages() -> int:
     """The process's anonymous resident pages (resident less file-backed and shared), where the
     interpreter's objects live; one read of a line the kernel keeps."""
-    with open("/proc/self/statm", "rb") as f:
+    with open(STATM, "rb") as f:
         fields = f.read().split()
     return int(fields[1]) - int(fields[2])
+
+
+def heap_measure() -> Callable[[], int]:
+    """``heap_pages`` where the kernel reports it (Linux); elsewhere the interpreter's allocated
+    blocks, which cost a walk of its arenas."""
+    return heap_pages if os.path.exists(STATM) else sys.getallocatedblocks
 
 
 class CollectorSchedule:
@@ -53,7 +64,8 @@ class CollectorSchedule:
         self.freeze_interval_s = freeze_interval_s
         self.full_every = max(1, round(full_interval_s / freeze_interval_s))   # in ticks
         self._ticks = self.full_every   # the first tick is a full collection
-        self._base = 0                  # allocated blocks after the last full collection
+        self._heap = heap_measure()
+        self._base = 0                  # the heap after the last full collection
         self._thresholds = gc.get_threshold()
         self._loop = task.LoopingCall(self._tick)
         self._loop.clock = clock
@@ -75,13 +87,13 @@ class CollectorSchedule:
 
     def _tick(self) -> None:
         self._ticks += 1
-        full = self._ticks >= self.full_every or heap_pages() > self._base * FULL_GROWTH
+        full = self._ticks >= self.full_every or self._heap() > self._base * FULL_GROWTH
         t0 = time.perf_counter()
         if full:
             gc.unfreeze()
         collected = gc.collect()
         gc.freeze()
         if full:
-            self._ticks, self._base = 0, heap_pages()
+            self._ticks, self._base = 0, self._heap()
             log.debug("full collection: %d objects collected in %.0f ms", collected,
                       (time.perf_counter() - t0) * 1000)

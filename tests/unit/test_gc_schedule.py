@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import gc
 import mmap
+import sys
 import weakref
 
 import pytest
 from twisted.internet.task import Clock
 
+from odradek.broker import gc_schedule
 from odradek.broker.gc_schedule import OLDEST_THRESHOLD, CollectorSchedule, heap_pages
 
 
@@ -80,3 +82,16 @@ def test_the_heap_is_the_anonymous_resident_memory_the_kernel_reports():
     assert heap_pages() - before >= (64 << 20) // mmap.PAGESIZE * 0.95
     del grown
     assert heap_pages() - before < (64 << 20) // mmap.PAGESIZE * 0.5   # a freed large buffer leaves
+
+
+def test_without_the_kernels_report_the_heap_is_the_interpreters_allocated_blocks(collector, monkeypatch):
+    monkeypatch.setattr(gc_schedule, "STATM", "/nonexistent/statm")
+    assert gc_schedule.heap_measure() is sys.getallocatedblocks
+    s, clock = collector(full_interval_s=1000.0)
+    s.start()
+    alive, alive_ref = cycle()
+    clock.advance(1.0)                          # frozen
+    del alive
+    grown = [[] for _ in range(sys.getallocatedblocks() // 3)]   # a third more blocks
+    clock.advance(1.0)
+    assert alive_ref() is None and grown
