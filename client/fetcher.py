@@ -231,7 +231,7 @@ class Fetcher:
                 self._handle_error(cf)
                 continue
             if cf.records is None:
-                cf.records = committed_records(cf.blob, cf.aborted or [], position)
+                cf.records = committed_records(cf.blob, cf.aborted or [], position, self.config["check.crcs"])
                 cf.blob = None
             recs = cf.records
             take = recs[cf.index:cf.index + remaining]
@@ -299,9 +299,12 @@ def _is_abort_marker(blob: bytes, pos: int) -> bool:
     return not commit
 
 
-def committed_records(blob: bytes | None, aborted: list[tuple[int, int]], start: int) -> list[Record]:
+def committed_records(blob: bytes | None, aborted: list[tuple[int, int]], start: int,
+                      check_crcs: bool = True) -> list[Record]:
     """Data records at or after ``start``, without control records and without the records of
-    aborted transactions (``aborted``: the Fetch response's (producer_id, first_offset) list)."""
+    aborted transactions (``aborted``: the Fetch response's (producer_id, first_offset) list).
+    Each batch's CRC32C is checked unless ``check_crcs`` is false (the consumer's
+    ``check.crcs``); a batch that fails is CORRUPT_MESSAGE."""
     out: list[Record] = []
     if not blob:
         return out
@@ -323,6 +326,6 @@ def committed_records(blob: bytes | None, aborted: list[tuple[int, int]], start:
             continue
         if header.last_offset < start:
             continue
-        _header, records = decode_batch(blob, pos)
+        _header, records = decode_batch(blob, pos, check_crcs)
         out.extend(records if header.base_offset >= start else [r for r in records if r.offset >= start])
     return out

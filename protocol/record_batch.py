@@ -106,11 +106,12 @@ def compute_crc(buf: bytes | bytearray | memoryview, pos: int, size: int) -> int
     return crc32c(memoryview(buf)[pos + CRC_START:pos + size])
 
 
-def validate(buf: bytes | bytearray | memoryview, pos: int = 0, max_size: int | None = None) -> BatchHeader:
+def validate(buf: bytes | bytearray | memoryview, pos: int = 0, max_size: int | None = None,
+             check_crc: bool = True) -> BatchHeader:
     """Check one batch at ``pos`` as a broker does before appending it.
 
-    Raises KafkaError(CORRUPT_MESSAGE) for a truncated, mis-sized or CRC-failing
-    batch, INVALID_RECORD for a negative record count or lastOffsetDelta,
+    Raises KafkaError(CORRUPT_MESSAGE) for a truncated, mis-sized or (with ``check_crc``)
+    CRC-failing batch, INVALID_RECORD for a negative record count or lastOffsetDelta,
     UNSUPPORTED_FOR_MESSAGE_FORMAT for a magic other than 2, and MESSAGE_TOO_LARGE if
     the batch exceeds ``max_size``.
     """
@@ -127,7 +128,7 @@ def validate(buf: bytes | bytearray | memoryview, pos: int = 0, max_size: int | 
         raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE, f"batch of {size} bytes")
     if header.last_offset_delta < 0 or header.records_count < 0:
         raise KafkaError(ErrorCode.INVALID_RECORD, "negative record count or offset delta")
-    if compute_crc(buf, pos, size) != header.crc:
+    if check_crc and compute_crc(buf, pos, size) != header.crc:
         raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "CRC32C mismatch")
     return header
 

@@ -325,13 +325,14 @@ def _decode_records(data: bytes, pos: int, end: int, count: int, base_offset: in
     return _decode_py(data, pos, end, count, base_offset, base_ts, log_append_ts)
 
 
-def decode_batch(buf: bytes | bytearray | memoryview, pos: int = 0) -> tuple[BatchHeader, list[Record]]:
-    """Validate (CRC32C included) and decode the batch at ``pos``.
+def decode_batch(buf: bytes | bytearray | memoryview, pos: int = 0,
+                 check_crc: bool = True) -> tuple[BatchHeader, list[Record]]:
+    """Validate (CRC32C included, unless ``check_crc`` is false) and decode the batch at ``pos``.
 
     Records carry absolute offsets and timestamps; in a LogAppendTime batch every
     record's timestamp is the batch's max timestamp.
     """
-    header = record_batch.validate(buf, pos)
+    header = record_batch.validate(buf, pos, check_crc=check_crc)
     start = pos + record_batch.HEADER_SIZE
     stop = pos + header.size
     if header.compression != NONE:

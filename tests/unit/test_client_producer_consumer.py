@@ -159,6 +159,26 @@ def test_consumer_positions_seek_and_offsets(broker):
     c.close()
 
 
+def test_check_crcs_refuses_a_corrupt_batch_and_false_hands_it_out(broker):
+    p = producer(broker)
+    p.send("t", b"value", partition=0).get(10)
+    p.close()
+    with broker.lock:                                # a byte of the stored value flipped, CRC unchanged
+        base, batch = broker.logs[("t", 0)][0]
+        broker.logs[("t", 0)][0] = (base, batch.replace(b"value", b"Value"))
+    tp = TopicPartition("t", 0)
+    checking = consumer(broker)
+    checking.assign([tp])
+    with pytest.raises(KafkaError) as e:
+        drain(checking, 1)
+    assert e.value.code == ErrorCode.CORRUPT_MESSAGE
+    checking.close()
+    trusting = consumer(broker, check_crcs=False)
+    trusting.assign([tp])
+    assert [r.value for r in drain(trusting, 1)] == [b"Value"]
+    trusting.close()
+
+
 def test_offset_reset_none_raises(broker):
     tp = TopicPartition("t", 3)
     c = consumer(broker, auto_offset_reset="none")
