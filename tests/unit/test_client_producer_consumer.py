@@ -172,6 +172,9 @@ def test_check_crcs_refuses_a_corrupt_batch_and_false_hands_it_out(broker):
     with pytest.raises(KafkaError) as e:
         drain(checking, 1)
     assert e.value.code == ErrorCode.CORRUPT_MESSAGE
+    with pytest.raises(KafkaError):                  # again: the batch is not skipped unseen
+        checking.poll(200)
+    assert checking.position(tp) == 0
     checking.close()
     trusting = consumer(broker, check_crcs=False)
     trusting.assign([tp])
