@@ -261,6 +261,11 @@ class _CleanedSegmentWriter:
 
 # ---------------------------------------------------------------- the cleaner
 
+def dirty_segments(segments: list[LogSegment], first_dirty: int) -> list[LogSegment]:
+    """Those of ``segments`` holding offsets at or above ``first_dirty`` (an empty one holds none)."""
+    return [s for s in segments if s.next_offset > first_dirty and s.size]
+
+
 class LogCleaner:
     """Cleans the compacted logs of a LogManager; ``clean_once()`` is one bounded pass.
 
@@ -365,11 +370,10 @@ class LogCleaner:
             return False
         first_dirty = self.first_dirty_offset(log)
         clean_until = int(self._time() * 1000) - lag
-        for seg in log.segments[:-1]:
-            if seg.next_offset > first_dirty and seg.size:
-                first = next(seg.iter_batch_headers(), None)
-                if first is not None and 0 < first[1].max_timestamp < clean_until:
-                    return True
+        for seg in dirty_segments(log.segments[:-1], first_dirty):
+            first = next(seg.iter_batch_headers(), None)
+            if first is not None and 0 < first[1].max_timestamp < clean_until:
+                return True
         return False
 
     def dirty_ratio(self, log: Log) -> tuple[float, int]:
@@ -377,7 +381,7 @@ class LogCleaner:
         first_dirty = self.first_dirty_offset(log)
         segs = self.cleanable_segments(log)
         total = sum(s.size for s in segs)
-        dirty = sum(s.size for s in segs if s.next_offset > first_dirty and s.size)
+        dirty = sum(s.size for s in dirty_segments(segs, first_dirty))
         return (dirty / total if total else 0.0), dirty
 
     # ------------------------------------------------------------ passes
@@ -429,7 +433,7 @@ class LogCleaner:
         start = _time.monotonic()
         first_dirty = self.first_dirty_offset(log)
         stats = CleanerStats(first_dirty_offset=first_dirty, end_offset=first_dirty)
-        dirty = [s for s in self.cleanable_segments(log) if s.next_offset > first_dirty and s.size]
+        dirty = dirty_segments(self.cleanable_segments(log), first_dirty)
         if not dirty:
             return stats
         offset_map = OffsetMap(self.max_map_entries)
