@@ -2,13 +2,13 @@
 
 Invariant: every ``freeze_interval_s`` the objects that are new since the last tick are
 collected (a collection that traverses only them), and the survivors frozen; so CPython's
-automatic collections, the full one included, traverse only objects at most one interval old.
-A tick first unfreezes everything, so that its collection is a full one, when the heap (the
+automatic collections, the full one included, traverse only objects at most one interval old. A
+tick first unfreezes everything, so that its collection is a full one, when the heap (the
 process's anonymous resident memory) has grown by a quarter since the last full one (as
-CPython's own rule for its oldest generation) or ``full_interval_s`` has passed. A reference cycle among
-objects that were alive at a tick (a connection's objects, say, once it closes) is so reclaimed
-before such garbage is a quarter of the heap, and within the interval. Reference counting frees
-every object outside a cycle at once, as always.
+CPython's own rule for its oldest generation) or ``full_interval_s`` has passed. A reference
+cycle among objects that were alive at a tick (a connection's objects, say, once it closes) is
+so reclaimed before such garbage is a quarter of the heap, and within the interval. Reference
+counting frees every object outside a cycle at once, as always.
 
 Why: a broker keeps a few objects per partition for its whole life (logs, segments, indexes,
 partition and metadata state), and with CPython's defaults each full collection traversed all of
@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 FREEZE_INTERVAL_S = 1.0
 FULL_INTERVAL_S = 3600.0
 OLDEST_THRESHOLD = 1000   # middle-generation collections before an automatic full one (CPython: 10)
-FULL_GROWTH = 1.25        # allocated blocks, against their count after the last full collection
+FULL_GROWTH = 1.25        # the heap, against its size after the last full collection
 
 
 STATM = "/proc/self/statm"
