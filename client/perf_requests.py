@@ -41,6 +41,7 @@ from .consumer import Consumer
 from .perf import percentiles
 
 KINDS = ("produce", "fetch", "metadata", "metadata-all", "api-versions", "offset-commit", "heartbeat")
+ON_TOPIC = ("produce", "fetch", "metadata", "offset-commit", "heartbeat")   # the kinds that name --topic
 GROUP = "odradek-perf-requests"   # the groups OffsetCommit and Heartbeat use are named after it
 _SIZE = struct.Struct(">i")
 _CID = struct.Struct(">i")
@@ -82,6 +83,17 @@ def _member(bootstrap: str, topic: str, group: str) -> Any:
     return consumer
 
 
+def _require_topic(conn: BrokerConnection, topic: str) -> None:
+    """Refuse, in one line, a topic the broker does not know: its every answer would be an error."""
+    resp = conn.request(_metadata, {"topics": [{"name": topic}], "allow_auto_topic_creation": False,
+                                    "include_cluster_authorized_operations": False,
+                                    "include_topic_authorized_operations": False})
+    code = resp.topics[0].error_code
+    if code:
+        raise SystemExit(f"Error: topic {topic!r}: {ErrorCode(code).name} (the load needs an existing topic "
+                         f"whose partition 0 this broker leads: create it, or pass --topic)")
+
+
 def prepare(kind: str, bootstrap: str, topic: str, keep: list, records: int = 1, record_size: int = 100
             ) -> tuple[str, ModuleType, int, bytes]:
     """(address, API, version, request frame without its size) for ``kind``; talks to the broker
@@ -89,6 +101,8 @@ def prepare(kind: str, bootstrap: str, topic: str, keep: list, records: int = 1,
     live while the load runs (the member) is appended to ``keep``, for the caller to close."""
     conn = _connect(bootstrap)
     address = f"{conn.host}:{conn.port}"
+    if kind in ON_TOPIC:
+        _require_topic(conn, topic)
     api: ModuleType
     body: dict[str, Any]
     if kind == "api-versions":
@@ -160,7 +174,7 @@ def _client(*args: Any) -> None:
 
 
 def _load(address: str, api: ModuleType, version: int, frame: bytes, connections: int, in_flight: int,
-          seconds: float, check_every: int) -> tuple[int, list[int], int]:
+          seconds: float, check_every: int) -> tuple[int, list[int], int, int]:
     """Pipelined requests on ``connections`` sockets until ``seconds`` pass."""
     host, _, port = address.rpartition(":")
     sel = selectors.DefaultSelector()
@@ -173,7 +187,7 @@ def _load(address: str, api: ModuleType, version: int, frame: bytes, connections
         states.append(state)
         sel.register(s, selectors.EVENT_READ, state)
     latencies: list[int] = []
-    count = errors = 0
+    count = errors = first_error = 0
     deadline = time.perf_counter() + seconds
 
     def send(state: dict, n: int) -> None:
@@ -214,13 +228,16 @@ def _load(address: str, api: ModuleType, version: int, frame: bytes, connections
                 latencies.append(int((time.perf_counter() - t0) * 1e6))
                 count += 1
                 done += 1
-                if check_every and count % check_every == 1 and _error_code(api, version, frame_in):
-                    errors += 1
+                if check_every and count % check_every == 1:
+                    code = _error_code(api, version, frame_in)
+                    if code:
+                        errors += 1
+                        first_error = first_error or code
             if done and time.perf_counter() < deadline:
                 send(state, done)
     for st in states:
         st["sock"].close()
-    return count, latencies, errors
+    return count, latencies, errors, first_error
 
 
 def _listening_pid(port: int) -> int | None:
@@ -273,7 +290,8 @@ def run_load(address: str, api: ModuleType, version: int, frame: bytes, args: ar
     latencies = sorted(x for o in outs for x in o[1])
     p50, p99 = percentiles(latencies, (0.5, 0.99)) if latencies else (0, 0)
     return {"requests": count, "rate": count / elapsed, "p50_us": p50, "p99_us": p99, "bytes": len(frame) + 4,
-            "errors": sum(o[2] for o in outs), "cpu_us": (cpu / count * 1e6) if cpu is not None and count else -1.0}
+            "errors": sum(o[2] for o in outs), "first_error": next((o[3] for o in outs if o[3]), 0),
+            "cpu_us": (cpu / count * 1e6) if cpu is not None and count else -1.0}
 
 
 def _floor_server() -> tuple[subprocess.Popen, int]:
@@ -351,6 +369,7 @@ def main(argv: list[str], out: Any = None) -> int:
                 member.close()
         _report(f"{kind} (v{version})", result, floor, out)
         if result["errors"]:
-            print(f"Error: {kind}: {result['errors']} responses carried an error", file=sys.stderr)
+            print(f"Error: {kind}: {result['errors']} responses carried an error "
+                  f"({ErrorCode(result['first_error']).name} first)", file=sys.stderr)
             return 1
     return 0

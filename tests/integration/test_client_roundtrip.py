@@ -126,6 +126,21 @@ def test_perf_requests_drives_every_kind_without_errors_and_reads_the_brokers_cp
     assert all("x the floor's" in ln for ln in lines[1:])
 
 
+def test_perf_requests_refuses_a_topic_the_broker_does_not_know_in_one_line(cluster):
+    """Every answer about a missing topic would be an error: the tool says so before any load."""
+    import os
+    import subprocess
+    import sys
+    odradek = os.path.join(os.path.dirname(sys.executable), "odradek")
+    r = subprocess.run([odradek, "perf", "requests", "--bootstrap-server", cluster.bootstrap_servers,
+                        "--request", "produce", "--topic", "perf-no-such-topic", "--seconds", "0.5"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and r.stdout == ""
+    assert r.stderr.splitlines() == ["Error: topic 'perf-no-such-topic': UNKNOWN_TOPIC_OR_PARTITION (the load "
+                                     "needs an existing topic whose partition 0 this broker leads: create it, "
+                                     "or pass --topic)"]
+
+
 def test_perf_requests_of_large_produces_lands_every_record_whole(cluster):
     """``odradek perf requests --records --record-size``: 100 KiB Produces, each received into the
     broker's reused buffer and appended from it, are all answered without an error, and every
