@@ -370,6 +370,6 @@ def main(argv: list[str], out: Any = None) -> int:
         _report(f"{kind} (v{version})", result, floor, out)
         if result["errors"]:
             print(f"Error: {kind}: {result['errors']} responses carried an error "
-                  f"({ErrorCode(result['first_error']).name} first)", file=sys.stderr)
+                  f"({ErrorCode(int(result['first_error'])).name} first)", file=sys.stderr)
             return 1
     return 0
