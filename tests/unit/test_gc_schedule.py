@@ -12,7 +12,7 @@ import pytest
 from twisted.internet.task import Clock
 
 from odradek.broker import gc_schedule
-from odradek.broker.gc_schedule import OLDEST_THRESHOLD, CollectorSchedule, heap_pages
+from odradek.broker.gc_schedule import OLDEST_THRESHOLD, CollectorSchedule, ResidentHeap
 
 
 class Node:
@@ -71,17 +71,21 @@ def test_a_heap_grown_by_a_quarter_gets_a_full_collection(collector):
     del alive
     clock.advance(1.0)                          # the heap as it was: no full collection
     assert alive_ref() is not None
-    grown = b"x" * (heap_pages() * mmap.PAGESIZE // 3)   # a third more resident memory
+    heap = ResidentHeap()
+    grown = b"x" * (heap() * mmap.PAGESIZE // 3)   # a third more resident memory
+    heap.close()
     clock.advance(1.0)                          # the heap grew by more than a quarter
     assert alive_ref() is None and grown
 
 
 def test_the_heap_is_the_anonymous_resident_memory_the_kernel_reports():
-    before = heap_pages()
+    heap = ResidentHeap()                       # one descriptor, read again at each call
+    before = heap()
     grown = b"x" * (64 << 20)
-    assert heap_pages() - before >= (64 << 20) // mmap.PAGESIZE * 0.95
+    assert heap() - before >= (64 << 20) // mmap.PAGESIZE * 0.95
     del grown
-    assert heap_pages() - before < (64 << 20) // mmap.PAGESIZE * 0.5   # a freed large buffer leaves
+    assert heap() - before < (64 << 20) // mmap.PAGESIZE * 0.5   # a freed large buffer leaves
+    heap.close()
 
 
 def test_without_the_kernels_report_the_heap_is_the_interpreters_allocated_blocks(collector, monkeypatch):
