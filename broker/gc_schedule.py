@@ -57,7 +57,9 @@ class ResidentHeap:
         return int(fields[1]) - int(fields[2])
 
     def close(self) -> None:
-        os.close(self._fd)
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
 
 
 def heap_measure() -> Callable[[], int]:
