@@ -175,6 +175,8 @@ def test_check_crcs_refuses_a_corrupt_batch_and_false_hands_it_out(broker):
     with pytest.raises(KafkaError):                  # again: the batch is not skipped unseen
         checking.poll(200)
     assert checking.position(tp) == 0
+    checking.seek(tp, 1)                             # past it: no error, nothing to read
+    assert checking.poll(500) == {} and checking.position(tp) == 1
     checking.close()
     trusting = consumer(broker, check_crcs=False)
     trusting.assign([tp])
