@@ -83,11 +83,15 @@ def _member(bootstrap: str, topic: str, group: str) -> Any:
     return consumer
 
 
+def _metadata_body(topic: str | None) -> dict[str, Any]:
+    """A Metadata request for ``topic``, or for all topics (None)."""
+    return {"topics": None if topic is None else [{"name": topic}], "allow_auto_topic_creation": False,
+            "include_cluster_authorized_operations": False, "include_topic_authorized_operations": False}
+
+
 def _require_topic(conn: BrokerConnection, topic: str) -> None:
     """Refuse, in one line, a topic the broker does not know: its every answer would be an error."""
-    resp = conn.request(_metadata, {"topics": [{"name": topic}], "allow_auto_topic_creation": False,
-                                    "include_cluster_authorized_operations": False,
-                                    "include_topic_authorized_operations": False})
+    resp = conn.request(_metadata, _metadata_body(topic))
     code = resp.topics[0].error_code
     if code:
         raise SystemExit(f"Error: topic {topic!r}: {ErrorCode(code).name} (the load needs an existing topic "
@@ -107,14 +111,8 @@ def prepare(kind: str, bootstrap: str, topic: str, keep: list, records: int = 1,
     body: dict[str, Any]
     if kind == "api-versions":
         api, body = _api_versions, {"client_software_name": "odradek-perf", "client_software_version": "1"}
-    elif kind == "metadata":
-        api, body = _metadata, {"topics": [{"name": topic}], "allow_auto_topic_creation": False,
-                                "include_cluster_authorized_operations": False,
-                                "include_topic_authorized_operations": False}
-    elif kind == "metadata-all":
-        api, body = _metadata, {"topics": None, "allow_auto_topic_creation": False,
-                                "include_cluster_authorized_operations": False,
-                                "include_topic_authorized_operations": False}
+    elif kind in ("metadata", "metadata-all"):
+        api, body = _metadata, _metadata_body(topic if kind == "metadata" else None)
     elif kind == "produce":
         batch = BatchBuilder()
         for _ in range(records):

@@ -15,7 +15,11 @@ Invariants:
   new logs go only to live dirs, meanwhile only for replicas new to this broker (LeaderAndIsr's
   ``is_new``). With every dir offline the broker must stop
   (``LogDirError`` at load; ``all_offline`` afterwards).
-All methods are short blocking file operations (called from the reactor thread).
+All methods are short blocking file operations, called from the reactor thread, but for the
+periodic checkpoints (``checkpoint_recovery_points``, ``checkpoint_log_start_offsets``,
+``write_high_watermarks``), which the broker runs on a thread: they read the tables through
+``broker/periodic.py:items_from_thread`` (or key by key), and every checkpoint file is written under
+one lock, so two writers never share a ``.tmp`` file.
 """
 from __future__ import annotations
 
@@ -23,6 +27,7 @@ import fcntl
 import logging
 import os
 import shutil
+import threading
 import time as _time
 import uuid
 from typing import Callable, ContextManager, Mapping
@@ -38,6 +43,7 @@ from .epoch_cache import flush_all
 from .log import FUTURE_DIR_SUFFIX, Log, parse_topic_partition
 from .log_dir_failure import LogDirFailureChannel, storage_error
 from .partition_metadata import read_topic_id, write_topic_id
+from ..periodic import items_from_thread
 
 logger = logging.getLogger(__name__)
 
@@ -73,6 +79,7 @@ class LogManager:
         # where a partition's log goes when it is created here (AlterReplicaLogDirs before the replica exists)
         self.preferred_log_dirs: dict[TopicPartition, str] = {}
         self._locks: dict[str, int] = {}
+        self._checkpoint_lock = threading.Lock()   # held while any checkpoint file is written
         self._closed = False
         self.failure_channel = failure_channel or LogDirFailureChannel()
         try:
@@ -444,16 +451,18 @@ class LogManager:
     def _logs_in(self, d: str) -> dict[TopicPartition, Log]:
         """The logs in ``d``, future ones included (their recovery points and log starts are
         checkpointed in their own dir, where a restart reads them)."""
-        out = {tp: self._future_logs[tp] for tp, fd in self._future_dir_of.items() if fd == d}
-        out.update({tp: self._logs[tp] for tp, ld in self._log_dir_of.items() if ld == d})
+        future_dirs, log_dirs = self._future_dir_of, self._log_dir_of   # (a thread may call)
+        out = {tp: log for tp, log in items_from_thread(self._future_logs) if future_dirs.get(tp) == d}
+        out.update({tp: log for tp, log in items_from_thread(self._logs) if log_dirs.get(tp) == d})
         return out
 
     def _checkpoint_dir(self, d: str) -> None:
         logs = self._logs_in(d)
-        OffsetCheckpointFile(os.path.join(d, RECOVERY_POINT_CHECKPOINT)).write(
-            {tp: log.recovery_point for tp, log in logs.items()})
-        OffsetCheckpointFile(os.path.join(d, LOG_START_OFFSET_CHECKPOINT)).write(
-            {tp: log.log_start_offset for tp, log in logs.items()})
+        with self._checkpoint_lock:
+            OffsetCheckpointFile(os.path.join(d, RECOVERY_POINT_CHECKPOINT)).write(
+                {tp: log.recovery_point for tp, log in logs.items()})
+            OffsetCheckpointFile(os.path.join(d, LOG_START_OFFSET_CHECKPOINT)).write(
+                {tp: log.log_start_offset for tp, log in logs.items()})
 
     def _write_checkpoints(self, name: str, per_dir: Callable[[str], Mapping[TopicPartition, int]]) -> None:
         """Write checkpoint ``name`` in every live dir; a dir whose write fails goes offline
@@ -461,7 +470,9 @@ class LogManager:
         for d in self.live_log_dirs:
             try:
                 with self._io(d, f"writing {name}"):
-                    OffsetCheckpointFile(os.path.join(d, name)).write(per_dir(d))
+                    offsets = per_dir(d)
+                    with self._checkpoint_lock:
+                        OffsetCheckpointFile(os.path.join(d, name)).write(offsets)
             except KafkaError as e:
                 logger.error("%s", e)
 

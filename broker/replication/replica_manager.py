@@ -33,10 +33,11 @@ from .delayed import (DelayedFetch, DelayedProduce, FetchParams, FetchPartition,
 from ..log.partition_metadata import TopicIdWriter
 from ..log.read_buffers import ReadBuffers
 from ..metadata_cache import MetadataCache, PartitionMetadata
+from ..periodic import items_from_thread
 from ..metrics import (FAILED_FETCH, FAILED_PRODUCE, TOTAL_FETCH, TOTAL_PRODUCE, TopicStats, count_append,
                        count_bytes_out, count_failure, count_request)
 from .isr_maintenance import IsrMaintenance, log_leader_and_isr
-from .isr_propagation import CHECK_INTERVAL_MS, IsrChangePropagation
+from .isr_propagation import IsrChangePropagation
 from .partition import Partition
 from .partition_results import _aborted_in, fetch_error, produce_error
 from .replication_quota import ReplicationQuota, is_throttled
@@ -76,6 +77,7 @@ class ReplicaManager(IsrMaintenance):
         self._checkpoint_hws: dict[TopicPartition, int] = {}
         # partition.metadata written in one batch per LeaderAndIsr on a thread (``run_blocking``)
         self.topic_ids = TopicIdWriter(run_blocking, on_failed=self._unconfirm_topic_id)
+        self.run_blocking, self._removals = run_blocking, 0   # (removals: partitions deleted or offline)
         # logs whose partition.metadata matched or is queued (not read again at every LeaderAndIsr)
         self._confirmed_topic_ids: weakref.WeakKeyDictionary[Any, uuid.UUID] = weakref.WeakKeyDictionary()
         # Hooks for the replica fetcher manager: called with lists of Partitions / tps.
@@ -85,10 +87,8 @@ class ReplicaManager(IsrMaintenance):
         # (partitions now led, partitions now followed) after LeaderAndIsr; tps after StopReplica.
         self.on_leadership_change: Callable[[list[Partition], list[Partition]], None] = lambda ls, fs: None
         self.on_stop_replicas: Callable[[list[TopicPartition]], None] = lambda tps: None
-        # The log cleaner (``maybe_truncate_checkpoint``) told about follower truncations; None = none.
-        self.cleaner: Any = None
-        # moves between this broker's log dirs (``log_dir_mover.ReplicaAlterLogDirsManager``); None = none
-        self.log_dir_mover: Any = None
+        self.cleaner: Any = None         # the log cleaner, told of follower truncations (or None)
+        self.log_dir_mover: Any = None   # moves between log dirs (``log_dir_mover``), or None
         # ISR changes: ({tp: LeaderIsrAndControllerEpoch}) -> Deferred[{tp: new zk_version | None |
         # Exception}] (AlterIsr, or the classic ZooKeeper write), and for the classic path only
         # (tps) -> Deferred (one /isr_change_notification node); None = none.
@@ -114,19 +114,7 @@ class ReplicaManager(IsrMaintenance):
             log.exception("could not read high-watermark checkpoints; starting from log start offsets")
             self._checkpoint_hws = {}
         self.isr_propagation = IsrChangePropagation(self.now_ms())
-        self._schedule(self.lag_time_max_ms / 2, "isr-expiration", self.maybe_shrink_isr)
-        self._schedule(CHECK_INTERVAL_MS, "isr-change-propagation", self.maybe_propagate_isr_changes)
-
-    def _schedule(self, interval_ms: float, name: str, fn: Callable[[], None]) -> None:
-        def run() -> None:
-            try:
-                fn()
-            except Exception:
-                log.exception("task %s failed", name)
-        loop = task.LoopingCall(run)
-        loop.clock = self.scheduler
-        loop.start(max(interval_ms, 1) / 1000.0, now=False)
-        self._loops.append(loop)
+        self._loops = self.isr_tasks()
 
     def shutdown(self) -> None:
         for loop in self._loops:
@@ -320,6 +308,7 @@ class ReplicaManager(IsrMaintenance):
                 continue
             self.partitions.pop(tp, None)
             self._checkpoint_hws.pop(tp, None)
+            self._removals += 1
             try:
                 lg = self.log_manager.get_log(tp)
                 if lg is not None:
@@ -341,6 +330,7 @@ class ReplicaManager(IsrMaintenance):
                 p.log = None
             self.offline_partitions.add(tp)
             self._checkpoint_hws.pop(tp, None)
+            self._removals += 1
 
     def wake(self, tps: Iterable[TopicPartition]) -> None:
         for tp in tps:
@@ -588,12 +578,20 @@ class ReplicaManager(IsrMaintenance):
     # -------------------------------------------------------------- checkpoints
 
     def high_watermarks(self) -> dict[TopicPartition, int]:
-        hws = dict(self._checkpoint_hws)
-        hws.update({tp: p.high_watermark for tp, p in self.partitions.items() if p.log is not None})
+        """Hosted partitions' HWs, and the checkpointed ones of those not hosted; safe on a thread."""
+        hws = dict(items_from_thread(self._checkpoint_hws))
+        hws.update({tp: p.high_watermark for tp, p in items_from_thread(self.partitions) if p.log is not None})
         return hws
 
     def checkpoint_high_watermarks(self) -> None:
-        try:
-            self.log_manager.write_high_watermarks(self.high_watermarks())
-        except Exception:
-            log.exception("writing the high-watermark checkpoint failed")
+        """Write ``replication-offset-checkpoint`` (on a thread, in the broker); again if a partition was
+        deleted meanwhile, so that a topic created again never starts from the old one's HW."""
+        for _ in range(3):
+            removals = self._removals
+            try:
+                self.log_manager.write_high_watermarks(self.high_watermarks())
+            except Exception:
+                log.exception("writing the high-watermark checkpoint failed")
+                return
+            if self._removals == removals:
+                return
