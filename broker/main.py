@@ -22,6 +22,11 @@ from .server import KafkaServer, StartupError
 
 log = logging.getLogger(__name__)
 
+# How long the reactor waits for the GIL while another thread runs Python (a checkpoint's walk of
+# every partition, a cleaner pass, kazoo): CPython's default is 5 ms, and the reactor gives the GIL
+# up at every system call, so a request handled meanwhile waited several such intervals
+GIL_SWITCH_INTERVAL_S = 0.001
+
 
 def setup_logging(level: str = "INFO") -> None:
     from twisted.logger import STDLibLogObserver, globalLogBeginner
@@ -63,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"Error: {e}", file=sys.stderr)
         return 1
     setup_logging()
+    sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
     from twisted.internet import reactor as installed_reactor
     reactor: Any = installed_reactor  # the module's type hides the installed reactor's interfaces
 
