@@ -413,7 +413,9 @@ class KafkaServer:
         lm = self.log_manager
         rm = self.replica_manager
         assert lm is not None and rm is not None, "periodic tasks start after the log and replica managers"
-        self._every(cfg["log.retention.check.interval.ms"], "retention", lm.cleanup_logs)
+        # which logs have something to delete is found on a thread, the deletions made on the reactor
+        self._every(cfg["log.retention.check.interval.ms"], "retention",
+                    lambda: self._in_thread(lm.logs_due_for_cleanup).addCallback(lm.cleanup_logs))
         self._every(cfg["log.flush.scheduler.interval.ms"], "log flusher", lm.flush_dirty_logs)
         # the checkpoints read every partition: on a thread (at 5,000 partitions the HW checkpoint
         # held the reactor for 130 ms)

@@ -39,9 +39,16 @@ class LogRetention(LogParts):
         """Delete segments beyond retention.ms / retention.bytes or below the log start;
         returns how many were deleted. Never past the high watermark."""
         if self.config.delete_enabled:
-            return (self._delete_retention_ms_breached() + self._delete_retention_size_breached()
-                    + self._delete_log_start_offset_breached())
-        return self._delete_log_start_offset_breached()
+            return (self._delete_segments(self._retention_ms_breached())
+                    + self._delete_segments(self._retention_size_breached())
+                    + self._delete_segments(self._log_start_offset_breached()))
+        return self._delete_segments(self._log_start_offset_breached())
+
+    def retention_due(self) -> bool:
+        """Whether ``delete_old_segments`` would delete a segment now: the same rules, read only
+        (the broker asks on a thread, then deletes on the reactor)."""
+        return bool((self.config.delete_enabled and (self._retention_ms_breached() or self._retention_size_breached()))
+                    or self._log_start_offset_breached())
 
     def _deletable(self, predicate: Callable[[LogSegment, LogSegment | None], bool]) -> list[LogSegment]:
         hw = self.high_watermark
@@ -67,18 +74,18 @@ class LogRetention(LogParts):
         self.producer_state.delete_snapshots_below(self.segments[0].base_offset)
         return len(deletable)
 
-    def _delete_retention_ms_breached(self) -> int:
+    def _retention_ms_breached(self) -> list[LogSegment]:
         retention = self.config["retention.ms"]
         if retention < 0:
-            return 0
+            return []
         now = self._now_ms()
-        return self._delete_segments(self._deletable(lambda s, _: now - s.largest_timestamp > retention))
+        return self._deletable(lambda s, _: now - s.largest_timestamp > retention)
 
-    def _delete_retention_size_breached(self) -> int:
+    def _retention_size_breached(self) -> list[LogSegment]:
         limit = self.config["retention.bytes"]
         size = self.size
         if limit < 0 or size < limit:
-            return 0
+            return []
         diff = [size - limit]
 
         def predicate(seg: LogSegment, _: LogSegment | None) -> bool:
@@ -86,11 +93,11 @@ class LogRetention(LogParts):
                 diff[0] -= seg.size
                 return True
             return False
-        return self._delete_segments(self._deletable(predicate))
+        return self._deletable(predicate)
 
-    def _delete_log_start_offset_breached(self) -> int:
+    def _log_start_offset_breached(self) -> list[LogSegment]:
         start = self.log_start_offset
-        return self._delete_segments(self._deletable(lambda s, n: n is not None and n.base_offset <= start))
+        return self._deletable(lambda s, n: n is not None and n.base_offset <= start)
 
     def maybe_increment_log_start_offset(self, offset: int) -> bool:
         """Move the log start forward (retention, DeleteRecords); never beyond the HW/LEO."""

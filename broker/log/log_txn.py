@@ -132,6 +132,9 @@ class TransactionalLog(LogParts):
     def remove_expired_producers(self) -> int:
         return self.producer_state.remove_expired(self._now_ms())
 
+    def has_expired_producers(self) -> bool:
+        return self.producer_state.has_expired(self._now_ms())
+
     def append_marker_as_leader(self, producer_id: int, producer_epoch: int, commit: bool,
                                 coordinator_epoch: int, leader_epoch: int):
         """Append an end-transaction marker (WriteTxnMarkers); INVALID_PRODUCER_EPOCH /

@@ -17,9 +17,9 @@ Invariants:
   (``LogDirError`` at load; ``all_offline`` afterwards).
 All methods are short blocking file operations, called from the reactor thread, but for the
 periodic checkpoints (``checkpoint_recovery_points``, ``checkpoint_log_start_offsets``,
-``write_high_watermarks``), which the broker runs on a thread: they read the tables through
-``broker/periodic.py:items_from_thread`` (or key by key), and every checkpoint file is written under
-one lock, so two writers never share a ``.tmp`` file.
+``write_high_watermarks``) and ``logs_due_for_cleanup``, which the broker runs on a thread: they
+read the tables through ``broker/periodic.py:items_from_thread`` (or key by key), and every
+checkpoint file is written under one lock, so two writers never share a ``.tmp`` file.
 """
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ import shutil
 import threading
 import time as _time
 import uuid
-from typing import Callable, ContextManager, Mapping
+from typing import Callable, ContextManager, Iterable, Mapping
 
 from odradek.protocol.errors import ErrorCode, KafkaError
 
@@ -417,13 +417,27 @@ class LogManager:
         except (KeyError, TypeError, ValueError):
             return DEFAULT_EXPIRATION_MS
 
-    def cleanup_logs(self) -> int:
-        """Apply retention to every log (and expire idle producer ids); returns the number of
-        segments deleted."""
+    def logs_due_for_cleanup(self) -> list[TopicPartition]:
+        """The logs ``cleanup_logs`` would change now (a segment past retention, an expired producer
+        id): a read only, which the broker runs on a thread. A log whose check fails is listed too,
+        for ``cleanup_logs`` to meet the error where it is reported."""
+        due = []
+        for tp, log in items_from_thread(self._logs):
+            try:
+                if log.retention_due() or log.has_expired_producers():
+                    due.append(tp)
+            except Exception:
+                due.append(tp)
+        return due
+
+    def cleanup_logs(self, tps: Iterable[TopicPartition] | None = None) -> int:
+        """Apply retention to the logs of ``tps`` (every log by default) and expire their idle
+        producer ids; returns the number of segments deleted."""
         total = 0
-        for tp, log in list(self._logs.items()):
+        for tp in list(self._logs) if tps is None else tps:
+            log = self._logs.get(tp)
             d = self._log_dir_of.get(tp)
-            if d is None or not self.is_log_dir_online(d):
+            if log is None or d is None or not self.is_log_dir_online(d):
                 continue
             try:
                 with self._io(d, f"retention of {tp[0]}-{tp[1]}"):

@@ -251,6 +251,11 @@ class ProducerStateManager:
     def is_expired(self, entry: ProducerEntry, now_ms: int) -> bool:
         return entry.current_txn_first_offset < 0 and now_ms - entry.last_timestamp >= self.expiration_ms
 
+    def has_expired(self, now_ms: int) -> bool:
+        """Whether ``remove_expired`` would forget a producer; safe on a thread (the values are
+        listed in one C call: a few entries)."""
+        return any(self.is_expired(e, now_ms) for e in list(self.producers.values()))
+
     def remove_expired(self, now_ms: int) -> int:
         """Forget producers without an ongoing transaction idle for transactional.id.expiration.ms."""
         gone = [pid for pid, e in self.producers.items() if self.is_expired(e, now_ms)]

@@ -1,15 +1,18 @@
 """The broker's walks of every partition off the reactor: the periodic tasks' runner
 (``broker/periodic.py``), the isr-expiration walk on a thread with the ISR changed on the reactor,
-and the HW checkpoint written again when a partition is deleted while it is being written."""
+the HW checkpoint written again when a partition is deleted while it is being written, and the
+retention check's search for logs with something to delete."""
 from __future__ import annotations
 
 import logging
+import time
 
 from twisted.internet import defer, task
 
 from odradek.broker.periodic import every
 
 from broker_fixtures import Broker
+from test_log import batch
 from test_scale_leader_changes import Thread
 
 
@@ -84,5 +87,26 @@ def test_a_partition_deleted_while_the_hw_checkpoint_is_written_is_not_left_in_i
         b.rm.checkpoint_high_watermarks()
         assert seen == [{("t", 0), ("t", 1)}, {("t", 0)}]
         assert set(b.log_manager.read_high_watermarks()) == {("t", 0)}
+    finally:
+        b.close()
+
+
+def test_retention_finds_on_a_thread_only_the_logs_with_something_to_delete(tmp_path):
+    b = Broker(tmp_path, 1, log_retention_ms=1000, log_segment_bytes=300)
+    try:
+        b.lead("old", partitions=1)
+        b.lead("new", partitions=1)
+        old, new = b.log_manager.get_log(("old", 0)), b.log_manager.get_log(("new", 0))
+        now = int(time.time() * 1000)
+        for _ in range(10):   # several segments each, old's records past retention.ms
+            old.append_as_leader(batch(2, ts=now - 5000), 0)
+            new.append_as_leader(batch(2, ts=now), 0)
+        for lg in (old, new):
+            lg.update_high_watermark(lg.log_end_offset)
+        assert b.log_manager.logs_due_for_cleanup() == [("old", 0)]
+        assert old.log_start_offset == 0 and len(old.segments) > 1   # the check deleted nothing
+        assert b.log_manager.cleanup_logs([("old", 0)]) > 0
+        assert old.log_start_offset == 20 and new.log_start_offset == 0
+        assert b.log_manager.logs_due_for_cleanup() == []
     finally:
         b.close()
