@@ -30,6 +30,7 @@ from odradek.protocol.sasl import SaslClient, exchange
 
 from .socket_buffers import USE_DEFAULT, set_buffer_sizes, tcp_socket
 from .socket_reader import connect_direct
+from .socket_writer import SocketWriter, plain_socket
 
 log = logging.getLogger(__name__)
 
@@ -72,11 +73,15 @@ class _Protocol(protocol.Protocol):
         self.conn: ClientConnection[_Request] = ClientConnection(owner.client_id, first_correlation_id=owner._next_id,
                                                                  lend_responses=True)
         self.reader = self.conn.reader   # what DirectReadClient looks at before each read
+        self.writer: SocketWriter | None = None   # a plaintext connection's (connectionMade)
 
     def connectionMade(self) -> None:
         # as Kafka's Selector does: a follower's fetch or a controller request goes out at once,
         # never held back by Nagle's algorithm behind an unacknowledged segment
         self.transport.setTcpNoDelay(True)
+        # requests leave in the call that sends them, not a reactor turn later (socket_writer.py)
+        sock = plain_socket(self.transport)
+        self.writer = SocketWriter(self.transport, sock) if sock is not None else None
         if self.owner.receive_buffer_bytes != USE_DEFAULT:
             set_buffer_sizes(tcp_socket(self.transport), receive=self.owner.receive_buffer_bytes)
         self.owner._connected(self)
@@ -187,7 +192,10 @@ class BrokerClient:
     def _write(self, proto: _Protocol, r: _Request) -> None:
         pending, parts = proto.conn.send_request(r.api, r.version, r.body, r)
         self._next_id = (pending.correlation_id + 1) & 0x7FFFFFFF
-        proto.transport.writeSequence(parts)
+        if proto.writer is not None:
+            proto.writer.write(parts)
+        else:
+            proto.transport.writeSequence(parts)
 
     def _ensure_connecting(self) -> None:
         if self._closed or self._connecting or self._proto is not None:

@@ -1,4 +1,5 @@
-"""SocketWriter: a plaintext connection's responses written straight to its socket.
+"""SocketWriter: a plaintext connection's frames written straight to its socket (a listener's
+responses; a broker client's requests: a follower's fetches, the controller's requests).
 
 Invariant: every byte handed to ``write`` reaches the socket once, in the order handed; nothing
 goes through the transport's own buffer. A write's parts go out in one ``sendmsg`` (scatter-gather:
@@ -22,9 +23,10 @@ IOV_MAX = 1024   # Linux's limit on the parts of one sendmsg
 
 
 def plain_socket(transport: Any) -> socket.socket | None:
-    """The socket of a plaintext TCP connection (a Twisted ``tcp.Server``, not started on TLS);
-    None for any other transport (TLS, tests' in-memory ones), which keep the transport's writes."""
-    if isinstance(transport, tcp.Server) and not getattr(transport, "TLS", False):
+    """The socket of a plaintext TCP connection (a Twisted ``tcp.Server`` or ``tcp.Client``, not
+    started on TLS); None for any other transport (TLS, tests' in-memory ones), which keep the
+    transport's writes."""
+    if isinstance(transport, tcp.Connection) and not getattr(transport, "TLS", False):
         return transport.socket
     return None
 

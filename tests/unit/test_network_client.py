@@ -14,7 +14,7 @@ from odradek.broker.network.broker_client import (BrokerClient, ClientClosedErro
                                                   RequestTimedOutError, UnreachableError)
 from odradek.broker.network.socket_reader import DirectReadClient
 from odradek.protocol import header
-from odradek.protocol.apis import fetch, update_metadata
+from odradek.protocol.apis import fetch, produce, update_metadata
 from odradek.zk.ensemble import free_ports
 
 V = update_metadata.MAX_VERSION
@@ -47,9 +47,12 @@ class ReactorThread:
 
 
 class Server(Int32StringReceiver):
+    MAX_LENGTH = 16 << 20
+
     def stringReceived(self, frame):
         hdr, _ = header.decode_request_header(frame)
         self.factory.seen.append(hdr)
+        self.factory.frames.append(frame)
         mode = self.factory.mode
         if mode == "close":
             self.transport.loseConnection()
@@ -59,6 +62,10 @@ class Server(Int32StringReceiver):
             self.sendString(header.encode_response(fetch, hdr.api_version, hdr.correlation_id, {
                 "responses": [{"topic": "t", "partition_responses": [
                     {"partition": 0, "error_code": 0, "high_watermark": 1, "record_set": big_records(hdr.correlation_id)}]}]}))
+        elif hdr.api_key == produce.API_KEY:   # answered with how many requests have come
+            self.sendString(header.encode_response(produce, hdr.api_version, hdr.correlation_id, {
+                "responses": [{"name": "t", "partition_responses": [
+                    {"index": 0, "error_code": len(self.factory.seen), "base_offset": 0}]}]}))
         else:
             cid = hdr.correlation_id + (1 if mode == "badcid" else 0)
             self.sendString(header.encode_response(update_metadata, hdr.api_version, cid,
@@ -71,6 +78,7 @@ class ServerFactory(protocol.ServerFactory):
     def __init__(self, mode="echo"):
         self.mode = mode
         self.seen = []
+        self.frames = []
 
 
 @pytest.fixture
@@ -118,6 +126,25 @@ def test_large_responses_are_received_into_their_frame_and_their_records_lent(rt
     held = [r.responses[0].partition_responses[0].record_set for r in responses]
     assert [type(v) for v in held] == [memoryview] * 4
     assert [bytes(v) for v in held] == [big_records(cid) for cid in range(4)]
+    rt.call(client.close)
+
+
+def test_requests_larger_than_the_socket_takes_leave_whole_and_in_order(rt):
+    """A plaintext connection writes its requests straight to the socket (``SocketWriter``); what
+    the socket does not take at once goes out as it drains, each request whole and in order."""
+    f = ServerFactory()
+    port = listen(rt, f).getHost().port
+    client = rt.call(BrokerClient, rt.reactor, "127.0.0.1", port, "c")
+    bodies = [{"transactional_id": None, "acks": 1, "timeout_ms": 1000, "topic_data": [
+        {"name": "t", "partition_data": [{"index": 0, "records": big_records(100 + i)}]}]} for i in range(4)]
+    res = rt.call(lambda: defer.gatherResults([client.send(produce, 8, b) for b in bodies]))
+    assert [r.responses[0].partition_responses[0].error_code for r in res] == [1, 2, 3, 4]
+    assert rt.call(lambda: client._proto.writer) is not None
+    for i, frame in enumerate(f.frames):
+        hdr, offset = header.decode_request_header(frame)
+        assert hdr.correlation_id == i
+        req = produce.Request.decode(frame, 8, offset)
+        assert bytes(req.topic_data[0].partition_data[0].records) == big_records(100 + i)
     rt.call(client.close)
 
 
