@@ -103,18 +103,25 @@ def percentiles(values: Sequence[float], ps: tuple[float, ...]) -> list[float]:
     return [s[min(int(p * len(s)), len(s) - 1)] for p in ps]
 
 
+MIN_SLEEP_S = 0.002   # ThroughputThrottler's MIN_SLEEP_NS
+
+
 class Throttler:
-    """ThroughputThrottler: sleep whenever we are ahead of ``target`` records/s (-1 = unthrottled)."""
+    """ThroughputThrottler: hold ``target`` records/s (-1 = unthrottled), sleeping once the sender
+    is ``MIN_SLEEP_S`` or more ahead, as Kafka's does, never for each record: at 10,000 records/s
+    a sleep of 100 µs per record cost the sending process a third of a core in wakeups."""
 
     def __init__(self, target: float, start: float) -> None:
         self.target = target
         self.start = start
 
     def ahead(self, sent: int, now: float) -> float:
-        """Seconds to wait before the next record (0 when not ahead, or unthrottled)."""
+        """Seconds to wait before the next record (0 when less than ``MIN_SLEEP_S`` ahead, or
+        unthrottled)."""
         if self.target <= 0:
             return 0.0
-        return max(sent / self.target - (now - self.start), 0.0)
+        ahead = sent / self.target - (now - self.start)
+        return ahead if ahead >= MIN_SLEEP_S else 0.0
 
     def throttle(self, sent: int, now: float) -> None:
         ahead = self.ahead(sent, now)
