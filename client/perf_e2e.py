@@ -4,7 +4,8 @@ Invariant: without ``--throughput`` it is kafka.tools.EndToEndLatency of Kafka 2
 one record at a time, each sent, acknowledged and read back before the next, so the figure is
 one record's whole round trip on an idle path. With ``--throughput N`` (odradek's addition: what a
 latency goal "at N msg/s" needs) the producer (``linger.ms=0``, batching what waits while a request
-is in flight, as any producer does) sends N records a second without waiting, each value
+is in flight, as any producer does) sends N records a second without waiting (paced as
+``perf producer`` paces, by Kafka's rule: a sleep once it is 2 ms ahead), each value
 starting with its send instant, while a consumer thread in the same process reads them and takes
 each record's latency as the instant ``poll`` returned it minus that send instant (one monotonic
 clock); the same two summary lines, then the percentiles to 0.01 ms. Both read only partition 0
