@@ -16,6 +16,8 @@ import struct
 from array import array
 from bisect import bisect_left, bisect_right
 
+from .segment_sync import fsync_path
+
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
 
@@ -62,11 +64,7 @@ class _Index:
 
     def fsync(self) -> None:
         self.flush()
-        fd = os.open(self.path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        fsync_path(self.path)
 
     def _read_file(self) -> bytes:
         with open(self.path, "rb") as f:

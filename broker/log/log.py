@@ -11,8 +11,8 @@ Invariants:
   (baseOffset, partitionLeaderEpoch, LogAppendTime + CRC);
 - after construction the files hold only complete valid batches: an unclean
   shutdown is recovered from the recovery point (``Log.loadSegments``/``recoverLog``),
-  which moves only after everything below it was fsynced (a roll, an append that leaves
-  ``flush.messages`` offsets unflushed, the manager's ``flush.ms`` flusher, a clean shutdown);
+  which moves only after everything below it was fsynced (a roll's flush, on the manager's
+  thread; ``flush.messages``; the ``flush.ms`` flusher; a clean shutdown: ``segment_sync``);
 - producer state, markers, the txn index and the LSO follow the log (``log_txn``): a
   duplicate idempotent batch is answered with its original offsets, not appended; only
   the coordinator origin may append control batches (only their one record is read);
@@ -42,8 +42,9 @@ from .producer_state import DEFAULT_EXPIRATION_MS, ORIGIN_CLIENT, ORIGIN_COORDIN
 from .checkpoint import CLEAN_SHUTDOWN_FILE
 from .epoch_cache import LEADER_EPOCH_CHECKPOINT, LeaderEpochFileCache
 from .index import CorruptIndexError
-from .segment import (DELETED_SUFFIX, INDEX_SUFFIX, INT32_MAX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment,
-                      filename_prefix)
+from .segment_sync import SegmentSync, fsync_path
+from .segment import (DELETED_SUFFIX, FUTURE_DIR_SUFFIX, INDEX_SUFFIX, INT32_MAX, LOG_SUFFIX, TIME_INDEX_SUFFIX,
+                      LogSegment, filename_prefix, parse_topic_partition)
 from .log_retention import LogRetention
 from .read_buffers import ReadBuffers
 from .log_txn import TransactionalLog
@@ -75,21 +76,6 @@ class UnexpectedAppendOffsetError(KafkaError):
         self.log_end_offset = log_end_offset
 
 
-_SUFFIXED_DIR = re.compile(r"^(.+)\.[0-9a-f]{32}-(?:future|delete)$")
-FUTURE_DIR_SUFFIX = "-future"
-
-
-def parse_topic_partition(dirname: str) -> tuple[str, int]:
-    """``my-topic-3`` -> ("my-topic", 3), also for a future or deleted replica's
-    ``my-topic-3.<uuid hex>-future``; ValueError if it is not a partition directory."""
-    name = os.path.basename(dirname.rstrip("/"))
-    m = _SUFFIXED_DIR.match(name)
-    topic, sep, part = (m.group(1) if m else name).rpartition("-")
-    if not sep or not topic or not part.isdigit():
-        raise ValueError(f"not a partition directory: {dirname}")
-    return topic, int(part)
-
-
 class Log(LogRetention, TransactionalLog):
     """A partition's log; see the module invariants."""
 
@@ -114,6 +100,8 @@ class Log(LogRetention, TransactionalLog):
         self.segments: list[LogSegment] = []
         self._bases: list[int] = []
         self.recovery_point = recovery_point
+        self._truncations = 0   # a SegmentSync made before a truncation moves no recovery point
+        self.roll_flusher: Callable[..., None] | None = None   # the LogManager's (roll); None: inline
         self.last_flush_ms = self._now_ms()   # flush.ms counts from here (Kafka: the log's creation)
         self._high_watermark: int | None = None
         self.producer_state = ProducerStateManager(dir, producer_id_expiration_ms)
@@ -351,8 +339,7 @@ class Log(LogRetention, TransactionalLog):
         seg.append(buf, infos, now)
 
     def _maybe_flush(self) -> None:
-        """The end of an append, as Kafka's ``Log.append``: a flush once ``flush.messages`` offsets
-        are unflushed (``_append`` read the setting)."""
+        """As Kafka's ``Log.append`` ends: a flush once ``flush.messages`` offsets are unflushed."""
         if self.log_end_offset - self.recovery_point >= self._append_limits[3]:
             self.flush()
 
@@ -375,9 +362,13 @@ class Log(LogRetention, TransactionalLog):
         seg = self._new_segment(base)
         self.segments.append(seg)
         self._bases.append(base)
-        self.flush(base)  # Kafka flushes the old segment on roll; this advances the recovery point
         self.producer_state.remove_expired(self._now_ms())
-        self.producer_state.take_snapshot(base)
+        flusher = self.roll_flusher   # Kafka flushes a rolled segment on its scheduler's thread
+        snapshot = self.producer_state.take_snapshot(base, sync=flusher is None)
+        if flusher is None:
+            self.flush(base)
+        else:   # the snapshot is synced with the segment; one a crash left corrupt is deleted at load
+            flusher(self, base, *([snapshot] if snapshot else []))
         return seg
 
     # ---------------------------------------------------------------- read
@@ -469,12 +460,12 @@ class Log(LogRetention, TransactionalLog):
             paths.insert(2, prefix + TXN_INDEX_SUFFIX)
         for p in paths:
             os.replace(p + CLEANED_SUFFIX, p + SWAP_SUFFIX)
-        _fsync_dir(self.dir)
+        fsync_path(self.dir)
         old[0].close_handlers()  # its files are overwritten by the renames below
         self._remove_segments(old[1:])
         for p in paths:
             os.replace(p + SWAP_SUFFIX, p)
-        _fsync_dir(self.dir)
+        fsync_path(self.dir)
         c = self.config
         seg = LogSegment(self.dir, base, c["index.interval.bytes"], c["segment.index.bytes"], now_ms=self._now_ms)
         self.segments[i] = seg
@@ -497,6 +488,7 @@ class Log(LogRetention, TransactionalLog):
         if self.segments[0].base_offset > offset:
             self.truncate_fully_and_start_at(offset)
             return True
+        self._truncations += 1
         self._remove_segments([s for s in self.segments if s.base_offset > offset])
         self.active_segment.truncate_to(offset)
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)  # ≤ offset: whole batches go
@@ -511,6 +503,7 @@ class Log(LogRetention, TransactionalLog):
         """Delete every segment and restart the log empty at ``offset``."""
         if offset < 0:
             raise ValueError(f"cannot start at negative offset {offset}")
+        self._truncations += 1
         old = self.segments
         self.segments = []
         self._bases = []
@@ -529,18 +522,27 @@ class Log(LogRetention, TransactionalLog):
         self.producer_state.clear(offset)
 
     # ---------------------------------------------------------------- lifecycle
-    def flush(self, offset: int | None = None) -> None:
-        """fsync segments holding offsets below ``offset`` (default LEO) from the recovery
-        point on, then advance the recovery point."""
-        offset = self.log_end_offset if offset is None else offset
-        if offset <= self.recovery_point:
-            return
-        self.leader_epoch_cache.flush()   # no epoch entry may start below the recovery point unwritten
-        for seg in self.segments:
-            if seg.next_offset > self.recovery_point and seg.base_offset < offset:
-                seg.flush()
-        self.recovery_point = offset
-        self.last_flush_ms = self._now_ms()
+    def flush(self, offset: int | None = None, *files: str) -> None:
+        """fsync the segments below ``offset`` (default LEO) not yet synced, and ``files``; the
+        recovery point follows."""
+        sync = self.sync_below(self.log_end_offset if offset is None else offset, *files)
+        if sync is not None:
+            sync.run()
+            self.synced(sync)
+
+    def sync_below(self, offset: int, *files: str) -> SegmentSync | None:
+        """``flush``'s fsync, prepared to run anywhere (None: nothing to sync); then ``synced``."""
+        segments = []
+        if offset > self.recovery_point:
+            self.leader_epoch_cache.flush()   # no epoch entry may start below the recovery point unwritten
+            segments = [s for s in self.segments if s.next_offset > self.recovery_point and s.base_offset < offset]
+        return SegmentSync(offset, self._truncations, segments, files) if segments or files else None
+
+    def synced(self, sync: SegmentSync) -> None:
+        """``sync`` ran: the recovery point moves to its offset unless a truncation came between."""
+        if sync.truncations == self._truncations and sync.offset > self.recovery_point:
+            self.recovery_point = sync.offset
+            self.last_flush_ms = self._now_ms()
 
     def close(self) -> None:
         if os.path.isdir(self.dir) and self.segments and self.segments[-1]._fd >= 0:
@@ -584,17 +586,5 @@ class Log(LogRetention, TransactionalLog):
                 f"end={self.log_end_offset}, segments={len(self.segments)})")
 
 
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def is_log_file(name: str) -> bool:
-    return name.endswith(LOG_SUFFIX) and bool(_SEGMENT_FILE.match(name))
-
-
 __all__ = ["Log", "LogAppendInfo", "FUTURE_DIR_SUFFIX", "UnexpectedAppendOffsetError", "parse_topic_partition",
-           "EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "INT32_MAX", "is_log_file"]
+           "EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "INT32_MAX"]

@@ -30,7 +30,7 @@ import shutil
 import threading
 import time as _time
 import uuid
-from typing import Callable, ContextManager, Iterable, Mapping
+from typing import Any, Callable, ContextManager, Iterable, Mapping
 
 from odradek.protocol.errors import ErrorCode, KafkaError
 
@@ -71,6 +71,7 @@ class LogManager:
             raise LogDirError(f"duplicate log directory in {','.join(self.log_dirs)}")
         self.config = config
         self._time = time
+        self._run_in_thread: Callable[..., Any] | None = None   # flush_rolls_in
         self._topic_config = topic_config or (lambda topic: LogConfig.from_broker(config))
         self._logs: dict[TopicPartition, Log] = {}
         self._log_dir_of: dict[TopicPartition, str] = {}
@@ -152,6 +153,35 @@ class LogManager:
     def _io(self, d: str, what: str) -> ContextManager[None]:
         return self.failure_channel.guard(d, what, f"in {d}")
 
+    def flush_rolls_in(self, run_in_thread: Callable[..., Any]) -> None:
+        """From now on the flush of a rolled segment runs through ``run_in_thread`` (a Deferred of
+        its call on the server's thread pool), as Kafka's roll schedules it on its scheduler's
+        thread: the fsync of a 1 GB segment held the reactor, and every client, for up to a
+        second. Until then (loading, tools, tests) a roll flushes in place."""
+        self._run_in_thread = run_in_thread
+
+    def _flush_rolled(self, log: Log, offset: int, *files: str) -> None:
+        """``Log.roll``'s flush of what is below ``offset`` and of ``files``: prepared here, synced
+        on the thread, the recovery point moved back here once it is done."""
+        if self._run_in_thread is None:
+            log.flush(offset, *files)
+            return
+        sync = log.sync_below(offset, *files)
+        if sync is not None:
+            self._run_in_thread(sync.run).addCallbacks(lambda _: log.synced(sync), self._roll_sync_failed,
+                                                       errbackArgs=(log,))
+
+    def _roll_sync_failed(self, failure: Any, log: Log) -> None:
+        """A failed sync takes its log dir offline, as a failed flush on the reactor does."""
+        d = os.path.dirname(log.dir.rstrip("/"))
+        try:
+            with self._io(d, f"flushing {log.topic}-{log.partition}"):
+                failure.raiseException()
+        except KafkaError as e:
+            logger.error("%s", e)
+        except Exception:
+            logger.exception("flushing %s-%d failed", log.topic, log.partition)
+
     # ---------------------------------------------------------------- startup
     def _lock(self, d: str) -> None:
         fd = os.open(os.path.join(d, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
@@ -203,6 +233,7 @@ class LogManager:
             log = Log(path, self._topic_config(tp[0]), recovery_points.get(tp, 0), self._time,
                       start_offsets.get(tp, 0), had_clean_shutdown=clean,
                       producer_id_expiration_ms=self._producer_id_expiration_ms())
+            log.roll_flusher = self._flush_rolled
             logs[tp] = log
             dirs[tp] = d
         if clean:
@@ -293,6 +324,7 @@ class LogManager:
         with self._io(d, f"creating the log of {tp[0]}-{tp[1]}"):
             log = Log(os.path.join(d, f"{tp[0]}-{tp[1]}"), config, 0, self._time, 0, had_clean_shutdown=True,
                       producer_id_expiration_ms=self._producer_id_expiration_ms())
+            log.roll_flusher = self._flush_rolled
         self._logs[tp] = log
         self._log_dir_of[tp] = d
         logger.info("created log for %s-%d in %s", tp[0], tp[1], d)
@@ -351,6 +383,7 @@ class LogManager:
         with self._io(d, f"creating the future log of {tp[0]}-{tp[1]}"):
             log = Log(path, log_config or current.config, 0, self._time, 0, had_clean_shutdown=True,
                       producer_id_expiration_ms=self._producer_id_expiration_ms())
+            log.roll_flusher = self._flush_rolled
             if current.log_start_offset > 0:
                 log.truncate_fully_and_start_at(current.log_start_offset)
             topic_id = read_topic_id(current.dir)

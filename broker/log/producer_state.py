@@ -272,8 +272,9 @@ class ProducerStateManager:
     def snapshot_path(self, offset: int) -> str:
         return os.path.join(self.dir or ".", "%020d%s" % (offset, SNAPSHOT_SUFFIX))
 
-    def take_snapshot(self, offset: int | None = None) -> str | None:
-        """Write the state atomically as ``<offset>.snapshot`` (default: the map end offset)."""
+    def take_snapshot(self, offset: int | None = None, sync: bool = True) -> str | None:
+        """Write the state atomically as ``<offset>.snapshot`` (default: the map end offset);
+        without ``sync`` the caller fsyncs it (a crash before leaves it corrupt: deleted at load)."""
         if self.dir is None:
             return None
         offset = self.map_end_offset if offset is None else offset
@@ -282,7 +283,8 @@ class ProducerStateManager:
         with open(tmp, "wb") as f:
             f.write(encode_snapshot(self.producers))
             f.flush()
-            os.fsync(f.fileno())
+            if sync:
+                os.fsync(f.fileno())
         os.replace(tmp, path)
         return path
 

@@ -7,12 +7,14 @@ with one ``os.write`` (no user-space buffer), so a kill -9 loses nothing that
 was appended. Batches are handled through their headers, except in ``recover``,
 which checks each batch as a follower does (``validator.check_stored_batch``). The ``.txnindex`` lists the aborted transactions whose markers
 are in this segment; it is truncated and deleted with the segment. ``position_of`` remembers
-the positions it found until a truncation or a recovery (nothing else moves a batch).
+the positions it found until a truncation or a recovery (nothing else moves a batch). The
+partition directories' names are read here too (``parse_topic_partition``).
 """
 from __future__ import annotations
 
 import os
 import random
+import re
 from typing import Callable, Iterator, Sequence
 
 from odradek.protocol import record_batch as rb
@@ -34,6 +36,21 @@ _MIN_BATCH_LENGTH = rb.HEADER_SIZE - rb.LOG_OVERHEAD
 
 # (position within the appended buffer, last offset, max timestamp, size) of one batch
 BatchInfo = tuple[int, int, int, int]
+
+
+_SUFFIXED_DIR = re.compile(r"^(.+)\.[0-9a-f]{32}-(?:future|delete)$")
+FUTURE_DIR_SUFFIX = "-future"
+
+
+def parse_topic_partition(dirname: str) -> tuple[str, int]:
+    """``my-topic-3`` -> ("my-topic", 3), also for a future or deleted replica's
+    ``my-topic-3.<uuid hex>-future``; ValueError if it is not a partition directory."""
+    name = os.path.basename(dirname.rstrip("/"))
+    m = _SUFFIXED_DIR.match(name)
+    topic, sep, part = (m.group(1) if m else name).rpartition("-")
+    if not sep or not topic or not part.isdigit():
+        raise ValueError(f"not a partition directory: {dirname}")
+    return topic, int(part)
 
 
 def filename_prefix(offset: int) -> str:
@@ -339,12 +356,10 @@ class LogSegment:
         self.offset_index.flush()
         self.time_index.flush()
 
-    def flush(self) -> None:
-        """fsync the log and both indexes."""
-        os.fsync(self._fd)
-        self.offset_index.fsync()
-        self.time_index.fsync()
-        self.txn_index.fsync()
+    @property
+    def fd(self) -> int:
+        """The log file's descriptor (``segment_sync.py`` syncs a copy of it)."""
+        return self._fd
 
     def close(self) -> None:
         if self._fd >= 0:

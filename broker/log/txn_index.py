@@ -87,14 +87,6 @@ class TransactionIndex:
         """Entries overlapping [fetch_offset, upper_bound) (Kafka's collectAbortedTxns)."""
         return [e for e in self.entries if e.last_offset >= fetch_offset and e.first_offset < upper_bound]
 
-    def fsync(self) -> None:
-        if os.path.exists(self.path):
-            fd = os.open(self.path, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-
     def _rewrite(self) -> None:
         tmp = self.path + ".tmp"
         with open(tmp, "wb") as f:
