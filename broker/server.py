@@ -269,7 +269,7 @@ class KafkaServer:
             self.log_manager = await self._in_thread(load)
         except LogDirError as e:
             raise StartupError(str(e)) from None
-        self.log_manager.flush_rolls_in(self._in_thread)
+        self.log_manager.run_syncs_in(self._in_thread)
         self._initial_topic_configs = configs
 
     def _handle_log_dir_failures(self) -> None:

@@ -41,6 +41,7 @@ from .checkpoint import (CLEAN_SHUTDOWN_FILE, HIGH_WATERMARK_CHECKPOINT, LOG_STA
 from .producer_state import DEFAULT_EXPIRATION_MS
 from .epoch_cache import flush_all
 from .log import FUTURE_DIR_SUFFIX, Log, parse_topic_partition
+from .segment_sync import sync_in_thread
 from .log_dir_failure import LogDirFailureChannel, storage_error
 from .partition_metadata import read_topic_id, write_topic_id
 from ..periodic import items_from_thread
@@ -71,7 +72,7 @@ class LogManager:
             raise LogDirError(f"duplicate log directory in {','.join(self.log_dirs)}")
         self.config = config
         self._time = time
-        self._run_in_thread: Callable[..., Any] | None = None   # flush_rolls_in
+        self._run_in_thread: Callable[..., Any] | None = None   # run_syncs_in
         self._topic_config = topic_config or (lambda topic: LogConfig.from_broker(config))
         self._logs: dict[TopicPartition, Log] = {}
         self._log_dir_of: dict[TopicPartition, str] = {}
@@ -153,11 +154,11 @@ class LogManager:
     def _io(self, d: str, what: str) -> ContextManager[None]:
         return self.failure_channel.guard(d, what, f"in {d}")
 
-    def flush_rolls_in(self, run_in_thread: Callable[..., Any]) -> None:
-        """From now on the flush of a rolled segment runs through ``run_in_thread`` (a Deferred of
-        its call on the server's thread pool), as Kafka's roll schedules it on its scheduler's
-        thread: the fsync of a 1 GB segment held the reactor, and every client, for up to a
-        second. Until then (loading, tools, tests) a roll flushes in place."""
+    def run_syncs_in(self, run_in_thread: Callable[..., Any]) -> None:
+        """From now on the flush of a rolled segment and the ``flush.ms`` flusher's run through
+        ``run_in_thread`` (a Deferred of its call on the server's thread pool), as Kafka runs them
+        on its scheduler's thread: the fsync of a 1 GB segment held the reactor, and every client,
+        for up to a second. Until then (loading, tools, tests) they flush in place."""
         self._run_in_thread = run_in_thread
 
     def _flush_rolled(self, log: Log, offset: int, *files: str) -> None:
@@ -168,19 +169,15 @@ class LogManager:
             return
         sync = log.sync_below(offset, *files)
         if sync is not None:
-            self._run_in_thread(sync.run).addCallbacks(lambda _: log.synced(sync), self._roll_sync_failed,
-                                                       errbackArgs=(log,))
+            sync_in_thread(self._run_in_thread, [(log, sync)], self._sync_failed)
 
-    def _roll_sync_failed(self, failure: Any, log: Log) -> None:
+    def _sync_failed(self, log: Log, e: OSError) -> None:
         """A failed sync takes its log dir offline, as a failed flush on the reactor does."""
-        d = os.path.dirname(log.dir.rstrip("/"))
         try:
-            with self._io(d, f"flushing {log.topic}-{log.partition}"):
-                failure.raiseException()
-        except KafkaError as e:
-            logger.error("%s", e)
-        except Exception:
-            logger.exception("flushing %s-%d failed", log.topic, log.partition)
+            with self._io(os.path.dirname(log.dir.rstrip("/")), f"flushing {log.topic}-{log.partition}"):
+                raise e
+        except KafkaError as k:
+            logger.error("%s", k)
 
     # ---------------------------------------------------------------- startup
     def _lock(self, d: str) -> None:
@@ -480,19 +477,28 @@ class LogManager:
                 logger.warning("%s", e)
         return total
 
-    def flush_dirty_logs(self) -> None:
+    def flush_dirty_logs(self) -> Any:
         """Flush every log not flushed for its ``flush.ms`` (Kafka's ``LogManager.flushDirtyLogs``,
-        run every ``log.flush.scheduler.interval.ms``)."""
+        run every ``log.flush.scheduler.interval.ms``): the syncs prepared here and run on the
+        thread once there is one (``run_syncs_in``), as Kafka's flusher runs on its scheduler's;
+        a Deferred of them then."""
         now = int(self._time() * 1000)
+        run, syncs = self._run_in_thread, []
         for tp, log in list(self._logs.items()):
             d = self._log_dir_of.get(tp)
             if d is None or not self.is_log_dir_online(d) or now - log.last_flush_ms < log.config["flush.ms"]:
                 continue
             try:
                 with self._io(d, f"flushing {tp[0]}-{tp[1]}"):
-                    log.flush()
+                    if run is None:
+                        log.flush()
+                    else:
+                        sync = log.sync_below(log.log_end_offset)
+                        if sync is not None:
+                            syncs.append((log, sync))
             except KafkaError as e:
                 logger.warning("%s", e)
+        return sync_in_thread(run, syncs, self._sync_failed) if run is not None and syncs else None
 
     # ---------------------------------------------------------------- checkpoints
     def _logs_in(self, d: str) -> dict[TopicPartition, Log]:

@@ -1,5 +1,6 @@
-"""A rolled segment's flush, as Kafka's roll schedules it: the fsync off the reactor (the server's
-thread pool), the recovery point moved only once it is done, and never over a truncation."""
+"""A rolled segment's flush, as Kafka's roll schedules it, and the ``flush.ms`` flusher's: the fsync
+off the reactor (the server's thread pool), the recovery point moved only once it is done, and
+never over a truncation."""
 from __future__ import annotations
 
 import errno
@@ -11,7 +12,7 @@ from twisted.internet import defer
 from odradek.broker.config.kafka_config import LogConfig
 from odradek.broker.log import LogManager
 
-from test_log import batch
+from test_log import Clock, batch
 from test_log_manager import kcfg
 
 
@@ -59,7 +60,7 @@ def open_fds() -> int:
 
 def rolled_log(tmp_path, pool):
     mgr = LogManager([str(tmp_path)], kcfg())
-    mgr.flush_rolls_in(pool)
+    mgr.run_syncs_in(pool)
     log = mgr.get_or_create_log(("t", 0), LogConfig({"segment.bytes": "400"}))
     while len(log.segments) < 2:
         log.append_as_leader(batch(2), 0)
@@ -118,3 +119,21 @@ def test_a_failed_sync_takes_the_log_dir_offline(tmp_path, monkeypatch):
     assert mgr.failure_channel.is_offline(str(tmp_path))
     assert log.recovery_point == 0
     assert open_fds() == before - 4   # the sync's descriptors are closed all the same
+
+
+def test_the_flush_ms_flusher_syncs_on_the_thread(tmp_path, fsyncs):
+    clock = Clock()
+    mgr = LogManager([str(tmp_path)], kcfg(), clock,
+                     topic_config=lambda t: LogConfig({"flush.ms": "1000"} if t == "second" else {}))
+    pool = Pool()
+    mgr.run_syncs_in(pool)
+    logs = {t: mgr.get_or_create_log((t, 0)) for t in ("second", "default")}
+    for log in logs.values():
+        log.append_as_leader(batch(3, ts=clock.ms), 0)
+    clock.advance(1000)
+    done = mgr.flush_dirty_logs()
+    assert fsyncs == [] and logs["second"].recovery_point == 0   # nothing synced on the reactor
+    pool.run()
+    assert done.called and logs["second"].recovery_point == 3 and logs["default"].recovery_point == 0
+    assert fsyncs == ["00000000000000000000.log", "00000000000000000000.index", "00000000000000000000.timeindex"]
+    mgr.shutdown()
