@@ -11,8 +11,8 @@ Invariants:
   (baseOffset, partitionLeaderEpoch, LogAppendTime + CRC);
 - after construction the files hold only complete valid batches: an unclean
   shutdown is recovered from the recovery point (``Log.loadSegments``/``recoverLog``),
-  which moves only after everything below it was fsynced (a roll's flush, on the manager's
-  thread; ``flush.messages``; the ``flush.ms`` flusher; a clean shutdown: ``segment_sync``);
+  which moves only after everything below it was fsynced (a roll's flush, ``flush.messages``
+  and the ``flush.ms`` flusher, on the manager's thread: ``log_syncs``; a clean shutdown);
 - producer state, markers, the txn index and the LSO follow the log (``log_txn``): a
   duplicate idempotent batch is answered with its original offsets, not appended; only
   the coordinator origin may append control batches (only their one record is read);
@@ -42,6 +42,7 @@ from .producer_state import DEFAULT_EXPIRATION_MS, ORIGIN_CLIENT, ORIGIN_COORDIN
 from .checkpoint import CLEAN_SHUTDOWN_FILE
 from .epoch_cache import LEADER_EPOCH_CHECKPOINT, LeaderEpochFileCache
 from .index import CorruptIndexError
+from .log_syncs import LogSyncs
 from .segment_sync import SegmentSync, fsync_path
 from .segment import (DELETED_SUFFIX, FUTURE_DIR_SUFFIX, INDEX_SUFFIX, INT32_MAX, LOG_SUFFIX, TIME_INDEX_SUFFIX,
                       LogSegment, filename_prefix, parse_topic_partition)
@@ -82,7 +83,7 @@ class Log(LogRetention, TransactionalLog):
     def __init__(self, dir: str, config: LogConfig, recovery_point: int = 0,
                  time: Callable[[], float] = _time.time, log_start_offset: int = 0,
                  had_clean_shutdown: bool | None = None,
-                 producer_id_expiration_ms: int = DEFAULT_EXPIRATION_MS) -> None:
+                 producer_id_expiration_ms: int = DEFAULT_EXPIRATION_MS, syncs: LogSyncs | None = None) -> None:
         self.dir = dir
         self.topic, self.partition = parse_topic_partition(dir)
         self._name = f"{self.topic}-{self.partition}"
@@ -101,7 +102,8 @@ class Log(LogRetention, TransactionalLog):
         self._bases: list[int] = []
         self.recovery_point = recovery_point
         self._truncations = 0   # a SegmentSync made before a truncation moves no recovery point
-        self.roll_flusher: Callable[..., None] | None = None   # the LogManager's (roll); None: inline
+        self.syncs = syncs   # the LogManager's: where a roll's and flush.messages' syncs run (None: inline)
+        self.sync_wanted_to = 0   # the log end offset the newest flush made due by flush.messages covers
         self.last_flush_ms = self._now_ms()   # flush.ms counts from here (Kafka: the log's creation)
         self._high_watermark: int | None = None
         self.producer_state = ProducerStateManager(dir, producer_id_expiration_ms)
@@ -341,7 +343,15 @@ class Log(LogRetention, TransactionalLog):
     def _maybe_flush(self) -> None:
         """As Kafka's ``Log.append`` ends: a flush once ``flush.messages`` offsets are unflushed."""
         if self.log_end_offset - self.recovery_point >= self._append_limits[3]:
-            self.flush()
+            if self.syncs is None:
+                self.flush()
+            else:
+                self.sync_wanted_to = self.log_end_offset
+                self.syncs.flush_due(self)
+
+    def awaits_sync(self, offset: int) -> bool:
+        """Whether the offsets below ``offset`` (an append's last + 1) wait for a due group commit."""
+        return self.recovery_point < offset <= self.sync_wanted_to
 
     def _replace_empty_active(self, base: int) -> LogSegment:
         old = self.segments.pop()
@@ -363,12 +373,12 @@ class Log(LogRetention, TransactionalLog):
         self.segments.append(seg)
         self._bases.append(base)
         self.producer_state.remove_expired(self._now_ms())
-        flusher = self.roll_flusher   # Kafka flushes a rolled segment on its scheduler's thread
-        snapshot = self.producer_state.take_snapshot(base, sync=flusher is None)
-        if flusher is None:
+        syncs = self.syncs   # Kafka flushes a rolled segment on its scheduler's thread
+        snapshot = self.producer_state.take_snapshot(base, sync=syncs is None)
+        if syncs is None:
             self.flush(base)
         else:   # the snapshot is synced with the segment; one a crash left corrupt is deleted at load
-            flusher(self, base, *([snapshot] if snapshot else []))
+            syncs.rolled(self, base, *([snapshot] if snapshot else []))
         return seg
 
     # ---------------------------------------------------------------- read

@@ -41,7 +41,7 @@ from .checkpoint import (CLEAN_SHUTDOWN_FILE, HIGH_WATERMARK_CHECKPOINT, LOG_STA
 from .producer_state import DEFAULT_EXPIRATION_MS
 from .epoch_cache import flush_all
 from .log import FUTURE_DIR_SUFFIX, Log, parse_topic_partition
-from .segment_sync import sync_in_thread
+from .log_syncs import LogSyncs
 from .log_dir_failure import LogDirFailureChannel, storage_error
 from .partition_metadata import read_topic_id, write_topic_id
 from ..periodic import items_from_thread
@@ -72,7 +72,7 @@ class LogManager:
             raise LogDirError(f"duplicate log directory in {','.join(self.log_dirs)}")
         self.config = config
         self._time = time
-        self._run_in_thread: Callable[..., Any] | None = None   # run_syncs_in
+        self.syncs = LogSyncs(self._sync_failed)   # where the logs' fsyncs run: run_syncs_in
         self._topic_config = topic_config or (lambda topic: LogConfig.from_broker(config))
         self._logs: dict[TopicPartition, Log] = {}
         self._log_dir_of: dict[TopicPartition, str] = {}
@@ -155,21 +155,12 @@ class LogManager:
         return self.failure_channel.guard(d, what, f"in {d}")
 
     def run_syncs_in(self, run_in_thread: Callable[..., Any]) -> None:
-        """From now on the flush of a rolled segment and the ``flush.ms`` flusher's run through
-        ``run_in_thread`` (a Deferred of its call on the server's thread pool), as Kafka runs them
-        on its scheduler's thread: the fsync of a 1 GB segment held the reactor, and every client,
-        for up to a second. Until then (loading, tools, tests) they flush in place."""
-        self._run_in_thread = run_in_thread
-
-    def _flush_rolled(self, log: Log, offset: int, *files: str) -> None:
-        """``Log.roll``'s flush of what is below ``offset`` and of ``files``: prepared here, synced
-        on the thread, the recovery point moved back here once it is done."""
-        if self._run_in_thread is None:
-            log.flush(offset, *files)
-            return
-        sync = log.sync_below(offset, *files)
-        if sync is not None:
-            sync_in_thread(self._run_in_thread, [(log, sync)], self._sync_failed)
+        """From now on the flush of a rolled segment, ``flush.messages``' and the ``flush.ms``
+        flusher's run through ``run_in_thread`` (a Deferred of its call on the server's thread
+        pool), as Kafka runs them on its scheduler's thread (``log_syncs.py``): the fsync of a 1 GB
+        segment held the reactor, and every client, for up to a second. Until then (loading,
+        tools, tests) they flush in place."""
+        self.syncs.run_in(run_in_thread)
 
     def _sync_failed(self, log: Log, e: OSError) -> None:
         """A failed sync takes its log dir offline, as a failed flush on the reactor does."""
@@ -229,8 +220,7 @@ class LogManager:
                                   f"{logs[tp].dir} and {path}")
             log = Log(path, self._topic_config(tp[0]), recovery_points.get(tp, 0), self._time,
                       start_offsets.get(tp, 0), had_clean_shutdown=clean,
-                      producer_id_expiration_ms=self._producer_id_expiration_ms())
-            log.roll_flusher = self._flush_rolled
+                      producer_id_expiration_ms=self._producer_id_expiration_ms(), syncs=self.syncs)
             logs[tp] = log
             dirs[tp] = d
         if clean:
@@ -320,8 +310,7 @@ class LogManager:
         config = log_config or self._topic_config(tp[0])
         with self._io(d, f"creating the log of {tp[0]}-{tp[1]}"):
             log = Log(os.path.join(d, f"{tp[0]}-{tp[1]}"), config, 0, self._time, 0, had_clean_shutdown=True,
-                      producer_id_expiration_ms=self._producer_id_expiration_ms())
-            log.roll_flusher = self._flush_rolled
+                      producer_id_expiration_ms=self._producer_id_expiration_ms(), syncs=self.syncs)
         self._logs[tp] = log
         self._log_dir_of[tp] = d
         logger.info("created log for %s-%d in %s", tp[0], tp[1], d)
@@ -379,8 +368,7 @@ class LogManager:
         path = os.path.join(d, f"{tp[0]}-{tp[1]}.{uuid.uuid4().hex}{FUTURE_DIR_SUFFIX}")
         with self._io(d, f"creating the future log of {tp[0]}-{tp[1]}"):
             log = Log(path, log_config or current.config, 0, self._time, 0, had_clean_shutdown=True,
-                      producer_id_expiration_ms=self._producer_id_expiration_ms())
-            log.roll_flusher = self._flush_rolled
+                      producer_id_expiration_ms=self._producer_id_expiration_ms(), syncs=self.syncs)
             if current.log_start_offset > 0:
                 log.truncate_fully_and_start_at(current.log_start_offset)
             topic_id = read_topic_id(current.dir)
@@ -483,22 +471,19 @@ class LogManager:
         thread once there is one (``run_syncs_in``), as Kafka's flusher runs on its scheduler's;
         a Deferred of them then."""
         now = int(self._time() * 1000)
-        run, syncs = self._run_in_thread, []
+        syncs = []
         for tp, log in list(self._logs.items()):
             d = self._log_dir_of.get(tp)
             if d is None or not self.is_log_dir_online(d) or now - log.last_flush_ms < log.config["flush.ms"]:
                 continue
             try:
                 with self._io(d, f"flushing {tp[0]}-{tp[1]}"):
-                    if run is None:
-                        log.flush()
-                    else:
-                        sync = log.sync_below(log.log_end_offset)
-                        if sync is not None:
-                            syncs.append((log, sync))
+                    sync = self.syncs.prepare(log, log.log_end_offset)
+                    if sync is not None:
+                        syncs.append((log, sync))
             except KafkaError as e:
                 logger.warning("%s", e)
-        return sync_in_thread(run, syncs, self._sync_failed) if run is not None and syncs else None
+        return self.syncs.start(syncs) if syncs else None
 
     # ---------------------------------------------------------------- checkpoints
     def _logs_in(self, d: str) -> dict[TopicPartition, Log]:

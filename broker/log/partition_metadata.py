@@ -19,8 +19,10 @@ import errno
 import logging
 import os
 import uuid
+import weakref
 from typing import Any, Callable
 
+from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.zk.znodes import topic_id_from_string, topic_id_string
 
 from .checkpoint import CheckpointError, write_atomically
@@ -70,14 +72,32 @@ class TopicIdWriter:
     """partition.metadata files queued in memory until a thread has written them; one batch on
     the thread at a time (the next one gathers what is queued meanwhile)."""
 
-    def __init__(self, run_blocking: Callable[..., Any] | None = None,
-                 on_failed: Callable[[str], None] = lambda log_dir: None):
+    def __init__(self, run_blocking: Callable[..., Any] | None = None):
         # (fn, *args) -> Deferred; None = write inline (sans-IO tests)
         self.run_blocking = run_blocking
-        self.on_failed = on_failed   # told each log dir whose file could not be written
         self._pending: dict[str, uuid.UUID] = {}
         self._batch: list[tuple[str, uuid.UUID]] = []
         self._running = False
+        # logs whose partition.metadata matched or is queued (not read again at every LeaderAndIsr)
+        self._confirmed: weakref.WeakKeyDictionary[Any, uuid.UUID] = weakref.WeakKeyDictionary()
+
+    def confirm(self, log_: Any, topic_id: uuid.UUID) -> None:
+        """The log must belong to the topic with this id; a new log is marked with it (queued).
+        Its file is read at most once per log object, and not at all for a log this process
+        marked: the next LeaderAndIsr of a partition (an ISR change bumps its leader epoch) reads
+        no file on the reactor. INCONSISTENT_TOPIC_ID for a log of another topic id."""
+        if self._confirmed.get(log_) == topic_id:
+            return   # its file said so before, or will (queued), and the file never changes
+        stored = self.stored(log_.dir)
+        if stored is None:
+            self.queue(log_.dir, topic_id)
+        elif stored != topic_id:
+            raise KafkaError(ErrorCode.INCONSISTENT_TOPIC_ID,
+                             f"the log of {log_.topic}-{log_.partition} belongs to topic id "
+                             f"{topic_id_string(stored)}, not {topic_id_string(topic_id)} (a topic of the same "
+                             "name deleted while this broker was away): remove it to let this broker replicate "
+                             "the new topic")
+        self._confirmed[log_] = topic_id
 
     def stored(self, log_dir: str) -> uuid.UUID | None:
         """The id the log is marked with: queued, else on disk (CheckpointError if malformed)."""
@@ -125,8 +145,9 @@ class TopicIdWriter:
         for log_dir, topic_id in batch:
             if self._pending.get(log_dir) == topic_id:
                 del self._pending[log_dir]
-        for log_dir, error in failed:   # the next LeaderAndIsr queues it again
+        for log_dir, error in failed:   # the next LeaderAndIsr checks the disk and queues it again
             log.error("writing %s in %s failed: %s", FILE_NAME, log_dir, error)
-            self.on_failed(log_dir)
+            for lg in [lg for lg in self._confirmed if lg.dir == log_dir]:
+                del self._confirmed[lg]
         log.debug("wrote %d %s files (%d failed)", len(batch) - len(failed), FILE_NAME, len(failed))
         self.flush()

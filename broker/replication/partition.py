@@ -287,10 +287,11 @@ class Partition:
 
     def check_enough_replicas_reach_offset(self, required_offset: int,
                                            min_insync_replicas: int) -> tuple[bool, ErrorCode]:
-        """For DelayedProduce: (done, error) once HW ≥ ``required_offset``."""
+        """For DelayedProduce: (done, error) once HW ≥ ``required_offset`` and this log's group
+        commit (``flush.messages``, ``log_syncs.py``) has synced it."""
         if not self.is_leader:
             return True, ErrorCode.NOT_LEADER_OR_FOLLOWER
-        if self.high_watermark >= required_offset:
+        if self.high_watermark >= required_offset and not self.log.awaits_sync(required_offset):
             if len(self.maximal_isr) < min_insync_replicas:
                 return True, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
             return True, ErrorCode.NONE

@@ -363,6 +363,7 @@ class ReplicaFetcher:
                 tp = (t.topic, r.partition)
                 if tp in requested:
                     await self._process_partition(tp, requested[tp][0], requested[tp][1], r, backoffs)
+        await self._synced(requested)
         for code_name, names in backoffs.items():
             if code_name == FENCED:
                 log.info("%s: %d partitions fenced by the leader's newer epoch; waiting for LeaderAndIsr (%s)",
@@ -370,6 +371,18 @@ class ReplicaFetcher:
             else:
                 log.info("%s: fetch of %d partitions: %s; backing off (%s)", self.name, len(names), code_name,
                          examples(names))
+
+    async def _synced(self, requested: dict[TopicPartition, tuple[PartitionFetchState, int]]) -> None:
+        """With ``flush.messages``, the next fetch (which tells the leader this log end offset)
+        waits until the group commits of this one's appends are done (``log_syncs.py``), as
+        Kafka's follower flushes in its append, before fetching again."""
+        syncs = getattr(self.rm, "log_syncs", None)
+        if syncs is None or not syncs.running:
+            return
+        waits = [d for tp, (st, _) in requested.items()
+                 if (p := self._current(tp, st)) is not None and (d := syncs.wait(p.log)) is not None]
+        if waits:
+            await defer.gatherResults(waits)
 
     async def _process_partition(self, tp: TopicPartition, st: PartitionFetchState, offset: int, r: Any,
                                  backoffs: dict[str, list[str]]) -> None:

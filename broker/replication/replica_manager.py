@@ -18,13 +18,10 @@ ZooKeeper writers are injected; record bytes are never decoded here.
 from __future__ import annotations
 
 import logging
-import uuid
-import weakref
 from typing import Any, Callable, Iterable, Mapping
 
 from odradek.broker.completion import Completion
 from odradek.protocol.errors import ErrorCode, KafkaError
-from odradek.zk.znodes import topic_id_string
 
 from twisted.internet import defer, task
 
@@ -74,12 +71,15 @@ class ReplicaManager(IsrMaintenance):
         self.produce_purgatory = Purgatory("produce", scheduler)
         self.fetch_purgatory = Purgatory("fetch", scheduler)
         self.delete_records_purgatory = Purgatory("delete-records", scheduler)
+        # a flush.messages group commit (``log_syncs.py``) re-checks the produces parked for it
+        self.log_syncs = syncs = getattr(log_manager, "syncs", None)
+        self._sync_groups: dict = {} if syncs is None else syncs.running   # (acks=1 waits while one runs)
+        if syncs is not None:
+            syncs.on_synced = lambda log_: self.produce_purgatory.check_and_complete(log_.topic_partition)
         self._checkpoint_hws: dict[TopicPartition, int] = {}
         # partition.metadata written in one batch per LeaderAndIsr on a thread (``run_blocking``)
-        self.topic_ids = TopicIdWriter(run_blocking, on_failed=self._unconfirm_topic_id)
+        self.topic_ids = TopicIdWriter(run_blocking)
         self.run_blocking, self._removals = run_blocking, 0   # (removals: partitions deleted or offline)
-        # logs whose partition.metadata matched or is queued (not read again at every LeaderAndIsr)
-        self._confirmed_topic_ids: weakref.WeakKeyDictionary[Any, uuid.UUID] = weakref.WeakKeyDictionary()
         # Hooks for the replica fetcher manager: called with lists of Partitions / tps.
         self.on_become_follower: Callable[[list[Partition]], None] = lambda parts: None
         self.on_stop_following: Callable[[list[TopicPartition]], None] = lambda tps: None
@@ -205,7 +205,7 @@ class ReplicaManager(IsrMaintenance):
             try:
                 log_ = self._get_or_create_log(tp, st.is_new)
                 if st.topic_id is not None:
-                    self._check_topic_id(tp, log_, st.topic_id)
+                    self.topic_ids.confirm(log_, st.topic_id)
                 p = self.partitions.get(tp) or Partition(st.topic, st.partition, self.broker_id,
                                                          self.lag_time_max_ms)
                 p.on_truncate = self._on_truncate
@@ -247,30 +247,6 @@ class ReplicaManager(IsrMaintenance):
             log.exception("leadership change hook failed")
         log_leader_and_isr(self.broker_id, controller_epoch, len(states), errors, done)
         return ErrorCode.NONE, errors
-
-    def _check_topic_id(self, tp: TopicPartition, log_: Any, topic_id: uuid.UUID) -> None:
-        """The log must belong to the topic with this id (``partition_metadata``); a new log is
-        marked with it (queued: written after the request, off the reactor). Its file is read
-        at most once per log object, and not at all for a log this process marked: the next
-        LeaderAndIsr of a partition (an ISR change bumps its leader epoch) reads no file on the
-        reactor."""
-        if self._confirmed_topic_ids.get(log_) == topic_id:
-            return   # its file said so before, or will (queued), and the file never changes
-        stored = self.topic_ids.stored(log_.dir)
-        if stored is None:
-            self.topic_ids.queue(log_.dir, topic_id)
-        elif stored != topic_id:
-            raise KafkaError(ErrorCode.INCONSISTENT_TOPIC_ID,
-                             f"the log of {tp[0]}-{tp[1]} belongs to topic id {topic_id_string(stored)}, not "
-                             f"{topic_id_string(topic_id)} (a topic of the same name deleted while this broker "
-                             "was away): remove it to let this broker replicate the new topic")
-        self._confirmed_topic_ids[log_] = topic_id
-
-    def _unconfirm_topic_id(self, log_dir: str) -> None:
-        """Its queued partition.metadata could not be written: the next LeaderAndIsr checks the
-        disk and queues it again."""
-        for lg in [lg for lg in self._confirmed_topic_ids if lg.dir == log_dir]:
-            del self._confirmed_topic_ids[lg]
 
     def become_follower(self, partitions: list[Partition]) -> None:
         """Hook for the replica fetcher: start fetching these partitions from their leaders."""
@@ -371,15 +347,13 @@ class ReplicaManager(IsrMaintenance):
     def append_one(self, timeout_ms: int, required_acks: int, tp: TopicPartition, records: bytes | memoryview,
                    origin: str = "client") -> dict | Completion[dict[TopicPartition, dict]]:
         """``append_records`` of one partition: its response dict when it is known at once, else
-        (acks=-1 waiting for the ISR) the Completion ``append_records`` returns."""
+        (acks=-1 waiting for the ISR, acks=1 for a group commit) the Completion it would return."""
         result, required = self._append_partition(tp, records, self._records_append(required_acks, origin),
                                                   self.topic_stats)
-        if required_acks != -1 or required < 0:
-            return result
-        results, offsets = {tp: result}, {tp: required}
-        if replicated_now(self._check_replicas_reached, results, offsets):
-            return result
-        return self._wait_for_replicas(timeout_ms, results, offsets)
+        if required < 0 or required_acks == 0 or (required_acks == 1 and not self._sync_groups):
+            return result   # (_waiting's first test, without its dicts)
+        waiting = self._waiting(timeout_ms, required_acks, {tp: result}, {tp: required})
+        return result if waiting is None else waiting
 
     def _records_append(self, required_acks: int, origin: str
                         ) -> Callable[[TopicPartition, Partition, bytes | memoryview], Any]:
@@ -406,9 +380,8 @@ class ReplicaManager(IsrMaintenance):
             results[tp], offset = self._append_partition(tp, item, append, stats)
             if offset >= 0:
                 required[tp] = offset
-        if required_acks != -1 or not required or replicated_now(self._check_replicas_reached, results, required):
-            return Completion.completed(results)
-        return self._wait_for_replicas(timeout_ms, results, required)
+        waiting = self._waiting(timeout_ms, required_acks, results, required)
+        return Completion.completed(results) if waiting is None else waiting
 
     def _append_partition(self, tp: TopicPartition, item: Any, append: Callable[[TopicPartition, Partition, Any], Any],
                           stats: TopicStats | None) -> tuple[dict, int]:
@@ -434,13 +407,20 @@ class ReplicaManager(IsrMaintenance):
             count_failure(counts, FAILED_PRODUCE, ErrorCode.UNKNOWN_SERVER_ERROR)
             return produce_error(ErrorCode.UNKNOWN_SERVER_ERROR), -1
 
-    def _wait_for_replicas(self, timeout_ms: int, results: dict[TopicPartition, dict],
-                           required: dict[TopicPartition, int]) -> Completion[dict[TopicPartition, dict]]:
-        """acks=-1: complete with ``results`` once the ISR has each ``required`` offset (or time is up)."""
+    def _waiting(self, timeout_ms: int, required_acks: int, results: dict[TopicPartition, dict],
+                 required: dict[TopicPartition, int]) -> Completion[dict[TopicPartition, dict]] | None:
+        """None when ``results`` are answered now, else their Completion once each ``required`` offset
+        is replicated to the ISR (acks=-1) or synced by the leader's group commit (acks=1 with
+        ``flush.messages``: ``log_syncs.py``), or time is up."""
+        if not required or required_acks == 0 or (required_acks == 1 and not self._sync_groups):
+            return None
+        check = self._check_replicas_reached if required_acks == -1 else self._check_synced
+        if replicated_now(check, results, required):
+            return None
         done: Completion[dict[TopicPartition, dict]] = Completion()
         statuses = {tp: ProducePartitionStatus(required.get(tp, -1), res, pending=tp in required)
                     for tp, res in results.items()}
-        op = DelayedProduce(timeout_ms, statuses, self._check_replicas_reached, done.complete)
+        op = DelayedProduce(timeout_ms, statuses, check, done.complete)
         self.produce_purgatory.try_complete_else_watch(op, list(required))
         return done
 
@@ -450,6 +430,13 @@ class ReplicaManager(IsrMaintenance):
             return True, (ErrorCode.KAFKA_STORAGE_ERROR if tp in self.offline_partitions
                           else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         return p.check_enough_replicas_reach_offset(required_offset, self.min_insync_replicas(tp[0]))
+
+    def _check_synced(self, tp: TopicPartition, required_offset: int) -> tuple[bool, ErrorCode]:
+        """acks=1: done once the leader's log has no group commit due below ``required_offset``."""
+        p = self.partitions.get(tp)
+        if p is None or not p.is_leader:
+            return self._check_replicas_reached(tp, required_offset)   # the error to answer
+        return not p.log.awaits_sync(required_offset), ErrorCode.NONE
 
     # -------------------------------------------------------------------- fetch
 
