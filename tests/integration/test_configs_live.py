@@ -182,6 +182,39 @@ def test_flush_settings_move_the_recovery_points_of_leaders_and_followers_live(c
                f"the recovery points of {unflushed} (flush.ms=100, set live) to reach the log end on both brokers")
 
 
+def test_flush_messages_answers_every_record_of_producers_at_once_with_acks_all(cluster):
+    """flush.messages is a group commit: Produces that arrive while a sync runs wait for the next
+    one, on the leader and (before the follower fetches again) on the follower. Four librdkafka
+    producers with five requests in flight each, acks=all: every record is acknowledged without
+    error, is in its partition exactly once, in its producer's order, and both brokers' recovery
+    points reach the log end."""
+    from confluent_kafka import Producer as RdProducer
+    topic = topic_on_both(cluster, "live-group-commit", {"flush.messages": "1", "min.insync.replicas": "2"})
+    errors: list = []
+    producers = [RdProducer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "linger.ms": 0,
+                             "max.in.flight.requests.per.connection": 5, "enable.idempotence": True})
+                 for _ in range(4)]
+    for i in range(200):
+        for n, producer in enumerate(producers):
+            producer.produce(topic, b"p%d-%03d" % (n, i), key=b"p%d" % n, partition=i % 2,
+                             on_delivery=lambda err, msg: err is not None and errors.append(err))
+            producer.poll(0)
+    assert all(producer.flush(60) == 0 for producer in producers)
+    assert errors == []
+    for p in BOTH:
+        values = [v for _, v in read_partition(cluster.bootstrap_servers, topic, p)]
+        for n in range(4):
+            mine = [v for v in values if v.startswith(b"p%d-" % n)]
+            assert mine == [b"p%d-%03d" % (n, i) for i in range(p, 200, 2)], (p, n)
+        assert len(values) == 400
+
+    def recovery_points() -> list[int | None]:
+        points = [OffsetCheckpointFile(str(cluster.brokers[b].dir / "logs" / "recovery-point-offset-checkpoint"))
+                  .read() for b in (1, 2)]
+        return [found.get((topic, p)) for found in points for p in BOTH]
+    wait_until(lambda: recovery_points() == [400] * 4, 30, f"the recovery points of {topic} to reach the log end")
+
+
 def test_max_compaction_lag_set_live_compacts_logs_their_dirty_ratio_never_would(cluster):
     """KIP-354: with min.cleanable.dirty.ratio 1.0 no log is ever dirty enough to clean (Kafka
     cleans above the ratio, never at it); max.compaction.lag.ms, set live, has each broker clean its
