@@ -102,7 +102,7 @@ class Log(LogRetention, TransactionalLog):
         self._bases: list[int] = []
         self.recovery_point = recovery_point
         self._truncations = 0   # a SegmentSync made before a truncation moves no recovery point
-        self.syncs = syncs   # the LogManager's: where a roll's and flush.messages' syncs run (None: inline)
+        self.syncs = syncs or LogSyncs()   # the LogManager's: where a roll's and flush.messages' syncs run
         self.sync_wanted_to = 0   # the log end offset the newest flush made due by flush.messages covers
         self.last_flush_ms = self._now_ms()   # flush.ms counts from here (Kafka: the log's creation)
         self._high_watermark: int | None = None
@@ -343,11 +343,8 @@ class Log(LogRetention, TransactionalLog):
     def _maybe_flush(self) -> None:
         """As Kafka's ``Log.append`` ends: a flush once ``flush.messages`` offsets are unflushed."""
         if self.log_end_offset - self.recovery_point >= self._append_limits[3]:
-            if self.syncs is None:
-                self.flush()
-            else:
-                self.sync_wanted_to = self.log_end_offset
-                self.syncs.flush_due(self)
+            self.sync_wanted_to = self.log_end_offset
+            self.syncs.flush_due(self)
 
     def awaits_sync(self, offset: int) -> bool:
         """Whether the offsets below ``offset`` (an append's last + 1) wait for a due group commit."""
@@ -373,12 +370,10 @@ class Log(LogRetention, TransactionalLog):
         self.segments.append(seg)
         self._bases.append(base)
         self.producer_state.remove_expired(self._now_ms())
-        syncs = self.syncs   # Kafka flushes a rolled segment on its scheduler's thread
-        snapshot = self.producer_state.take_snapshot(base, sync=syncs is None)
-        if syncs is None:
-            self.flush(base)
-        else:   # the snapshot is synced with the segment; one a crash left corrupt is deleted at load
-            syncs.rolled(self, base, *([snapshot] if snapshot else []))
+        # Kafka flushes a rolled segment on its scheduler's thread; the snapshot is synced with it
+        # (one a crash left corrupt is deleted at load)
+        snapshot = self.producer_state.take_snapshot(base, sync=False)
+        self.syncs.rolled(self, base, *([snapshot] if snapshot else []))
         return seg
 
     # ---------------------------------------------------------------- read
@@ -504,6 +499,7 @@ class Log(LogRetention, TransactionalLog):
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)  # ≤ offset: whole batches go
         self.log_start_offset = min(offset, self.log_start_offset)
         self.recovery_point = min(offset, self.recovery_point)
+        self.sync_wanted_to = min(offset, self.sync_wanted_to)   # nothing above the log end waits
         if self._high_watermark is not None:
             self._high_watermark = min(self._high_watermark, self.log_end_offset)
         self._load_producer_state()  # from the newest snapshot at or below the new LEO
@@ -525,7 +521,7 @@ class Log(LogRetention, TransactionalLog):
         self.segments = [seg]
         self._bases = [offset]
         self.leader_epoch_cache.clear_and_flush()
-        self.log_start_offset = self.recovery_point = offset
+        self.log_start_offset = self.recovery_point = self.sync_wanted_to = offset
         if self._high_watermark is not None:
             self._high_watermark = offset
         self.producer_state.delete_all_snapshots()

@@ -26,8 +26,10 @@ from .segment_sync import SegmentSync, sync_in_thread
 
 
 class LogSyncs:
-    def __init__(self, failed: Callable[[Any, OSError], None]) -> None:
-        self._failed = failed
+    """A LogManager's (one per log, in place, without: ``Log(syncs=None)``)."""
+
+    def __init__(self, failed: Callable[[Any, OSError], None] | None = None) -> None:
+        self._failed = failed   # a thread's sync failed: (log, error); needed only with run_in
         self.run_in_thread: Callable[..., defer.Deferred] | None = None
         self.on_synced: Callable[[Any], None] | None = None   # after each group sync: the replica manager's check
         self.running: dict[Any, list[tuple[int, defer.Deferred]]] = {}   # log -> its waiters, while a group sync runs
@@ -36,6 +38,7 @@ class LogSyncs:
 
     def run_in(self, run_in_thread: Callable[..., defer.Deferred]) -> None:
         """From now on syncs run through ``run_in_thread`` (a Deferred of the call on a pool thread)."""
+        assert self._failed is not None, "syncs on a thread need to know where a failure goes"
         self.run_in_thread = run_in_thread
 
     def prepare(self, log: Any, offset: int, *files: str) -> SegmentSync | None:
@@ -103,6 +106,7 @@ class LogSyncs:
     def _fail(self, log: Any, e: OSError) -> None:
         if log in self.running:
             self._broken.add(log)
+        assert self._failed is not None
         self._failed(log, e)
 
     @staticmethod

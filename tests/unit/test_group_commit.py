@@ -117,3 +117,26 @@ def test_a_follower_fetches_again_only_once_its_appends_are_synced(tmp_path):
         mgr.shutdown()
         follower.close()
         leader.close()
+
+
+def test_after_a_truncation_no_append_waits_for_a_sync_wanted_before_it(tmp_path):
+    """A log that was synced to 3, truncated to 1 (its recovery point too) and appended to again
+    short of flush.messages has no group commit due: an acks=all Produce is not held back."""
+    from odradek.broker.config.kafka_config import LogConfig
+    from odradek.broker.log import LogManager
+    from test_log_manager import kcfg
+    from test_roll_flush import batch as log_batch
+    mgr = LogManager([str(tmp_path)], kcfg())
+    pool = Pool()
+    mgr.run_syncs_in(pool)
+    log = mgr.get_or_create_log(("t", 0), LogConfig({"flush.messages": "3"}))
+    for _ in range(3):
+        log.append_as_leader(log_batch(1), 0)
+    assert log.awaits_sync(3)
+    pool.run()
+    assert log.recovery_point == 3 and not log.awaits_sync(3)
+    log.truncate_to(1)
+    log.append_as_leader(log_batch(1), 0)
+    assert log.recovery_point == 1 and log.log_end_offset == 2 and pool.calls == []
+    assert not log.awaits_sync(2)
+    mgr.shutdown()
