@@ -26,7 +26,8 @@ from .segment_sync import SegmentSync, sync_in_thread
 
 
 class LogSyncs:
-    """A LogManager's (one per log, in place, without: ``Log(syncs=None)``)."""
+    """Where the fsyncs of a LogManager's logs run; a Log made without one gets its own, which
+    syncs in place."""
 
     def __init__(self, failed: Callable[[Any, OSError], None] | None = None) -> None:
         self._failed = failed   # a thread's sync failed: (log, error); needed only with run_in
@@ -88,20 +89,21 @@ class LogSyncs:
         self.running[log] = waiters
         self.start([(log, sync)]).addBoth(self._group_done, log)
 
-    def _group_done(self, _: object, log: Any) -> None:
+    def _group_done(self, result: object, log: Any) -> object:
         waiters = self.running.pop(log)
         again = log in self._again and log not in self._broken
         self._again.discard(log)
         self._broken.discard(log)
-        covered = [(end, d) for end, d in waiters if end <= log.recovery_point]
-        rest = [w for w in waiters if w not in covered]
-        self._fire(covered)
+        synced = log.recovery_point
+        self._fire([w for w in waiters if w[0] <= synced])
+        rest = [w for w in waiters if w[0] > synced]
         if again and log.awaits_sync(log.log_end_offset):
             self._start_group(log, rest)
         else:
             self._fire(rest)
         if self.on_synced is not None:
             self.on_synced(log)
+        return result   # (an error of the sync's bookkeeping stays the Deferred's, to be logged)
 
     def _fail(self, log: Any, e: OSError) -> None:
         if log in self.running:
