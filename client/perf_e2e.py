@@ -12,8 +12,8 @@ clock); the same two summary lines, then the percentiles to 0.01 ms. Both read o
 of the topic, from its end at the start. Before the first record, what the process built so far
 (its modules, the two clients) is collected once and frozen out of the cycle collector
 (``gc.freeze``), as a broker freezes its own at startup: otherwise CPython's first full
-collection, 30-50 ms over every object the imports made, falls inside a run of a few seconds and
-is most of its maximum, a cost a long-running application pays once at startup.
+collection, 20-50 ms over every object the imports made, falls inside a run of a few seconds as
+its longest pause, a cost a long-running application pays once, at startup.
 """
 from __future__ import annotations
 
