@@ -229,7 +229,12 @@ def test_replication_runs_over_the_sasl_ssl_inter_broker_listener(secure):
 
 def test_transactions_commit_and_abort_with_markers_over_the_sasl_ssl_inter_broker_listener(secure):
     """Two partitions led by the two brokers: the coordinator's WriteTxnMarkers reach the other
-    leader over SASL_SSL, or read_committed never sees the committed records."""
+    leader over SASL_SSL, or read_committed never sees the committed records.
+
+    Each transaction's records are flushed before it ends, so the aborted ones are in the log
+    too. Without the flush, librdkafka may send EndTxn(abort) after an AddPartitionsToTxn that
+    the coordinator answered CONCURRENT_TRANSACTIONS while the commit's markers were still being
+    written; once the commit completes, that abort gets INVALID_TXN_STATE, from Kafka 2.8 too."""
     from confluent_kafka import Consumer, Producer, TopicPartition
     s = settings(secure, "SASL_SSL", "SCRAM-SHA-512")
     name = f"txn-{uuid.uuid4().hex[:8]}"
@@ -243,6 +248,7 @@ def test_transactions_commit_and_abort_with_markers_over_the_sasl_ssl_inter_brok
         producer.begin_transaction()
         for p in (0, 1):
             producer.produce(name, value=f"{outcome}-{p}".encode(), partition=p)
+        assert producer.flush(30) == 0
         (producer.commit_transaction if outcome == "commit" else producer.abort_transaction)(30)
     consumer = Consumer({**s, "group.id": f"g-{name}", "isolation.level": "read_committed",
                          "auto.offset.reset": "earliest", "enable.auto.commit": False})
@@ -257,8 +263,11 @@ def test_transactions_commit_and_abort_with_markers_over_the_sasl_ssl_inter_brok
             return all(consumer.position([TopicPartition(name, p)])[0].offset >= lso[p] for p in (0, 1))
         wait_until(both_ends_read, timeout=60, what="read_committed to reach the end of both partitions",
                    interval=0)
+        # per partition: the committed record, its marker, the aborted record, its marker
+        ends = [consumer.get_watermark_offsets(TopicPartition(name, p), cached=False)[1] for p in (0, 1)]
     finally:
         consumer.close()
+    assert ends == [4, 4]
     assert got == {b"commit-0", b"commit-1"}
 
 
