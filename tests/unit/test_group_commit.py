@@ -11,12 +11,11 @@ from twisted.internet import defer
 
 from odradek.broker.apis import produce
 from odradek.broker.replication.log_dir_failure_handler import LogDirFailureHandler
-from odradek.broker.replication.replica_fetcher import ReplicaFetcherManager
 from odradek.protocol.apis import fetch as fetch_api
 from odradek.protocol.errors import ErrorCode
 
 from broker_fixtures import Broker, batch, call_deferred, produce_body
-from test_replication_fetcher import LoopbackClient, _fired, advance, state
+from test_replication_fetcher import _fired, advance, fetching, state
 from test_roll_flush import Pool, fsyncs  # noqa: F401  (a fixture)
 
 
@@ -89,14 +88,7 @@ def test_a_follower_fetches_again_only_once_its_appends_are_synced(tmp_path):
     follower flushes in its append before fetching again."""
     leader, leader_pool = flushing_broker(tmp_path, 1)
     follower, follower_pool = flushing_broker(tmp_path, 2)
-    clients: dict = {}
-
-    def factory(leader_id, host, port, fid):
-        clients[leader_id] = LoopbackClient(leader)
-        return clients[leader_id]
-    mgr = ReplicaFetcherManager(2, follower.config, follower.rm, follower.clock, client_factory=factory)
-    follower.rm.leader_endpoints[1] = ("127.0.0.1", 1)
-    try:
+    with fetching(leader, follower) as (_, clients):
         leader.lead("t", replicas=[1, 2], isr=[1, 2])
         follower.rm.become_leader_or_follower(1, [state(1, 0, [1, 2])])
         advance([leader, follower], 0.5)
@@ -113,10 +105,6 @@ def test_a_follower_fetches_again_only_once_its_appends_are_synced(tmp_path):
         advance([leader, follower], 0.5)
         assert answer(box) == (0, 0) and leader.rm.get_partition(("t", 0)).high_watermark == 5
         assert follower.log_manager.get_log(("t", 0)).recovery_point == 5
-    finally:
-        mgr.shutdown()
-        follower.close()
-        leader.close()
 
 
 def test_after_a_truncation_no_append_waits_for_a_sync_wanted_before_it(tmp_path):

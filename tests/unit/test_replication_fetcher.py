@@ -2,6 +2,7 @@
 task.Clock, and the leader's ISR tasks with fake ZooKeeper writers."""
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 
@@ -56,10 +57,10 @@ def state(leader, epoch, isr, replicas=(1, 2), zk_version=0, topic="t"):
     return PartitionMetadata(topic, 0, 1, leader, epoch, list(isr), zk_version, list(replicas))
 
 
-@pytest.fixture
-def pair(tmp_path):
-    leader = Broker(tmp_path, 1, replica_fetch_wait_max_ms=200, replica_fetch_backoff_ms=100)
-    follower = Broker(tmp_path, 2, replica_fetch_wait_max_ms=200, replica_fetch_backoff_ms=100)
+@contextlib.contextmanager
+def fetching(leader: Broker, follower: Broker):
+    """Broker 2 (``follower``) fetches from broker 1 (``leader``) through loopback clients; both
+    brokers are closed on the way out. Yields the follower's fetcher manager and its clients."""
     clients: dict = {}
 
     def factory(leader_id, host, port, fid):
@@ -67,10 +68,20 @@ def pair(tmp_path):
         return clients[leader_id]
     mgr = ReplicaFetcherManager(2, follower.config, follower.rm, follower.clock, client_factory=factory)
     follower.rm.leader_endpoints[1] = ("127.0.0.1", 1)
-    yield leader, follower, mgr, clients
-    mgr.shutdown()
-    follower.close()
-    leader.close()
+    try:
+        yield mgr, clients
+    finally:
+        mgr.shutdown()
+        follower.close()
+        leader.close()
+
+
+@pytest.fixture
+def pair(tmp_path):
+    leader = Broker(tmp_path, 1, replica_fetch_wait_max_ms=200, replica_fetch_backoff_ms=100)
+    follower = Broker(tmp_path, 2, replica_fetch_wait_max_ms=200, replica_fetch_backoff_ms=100)
+    with fetching(leader, follower) as (mgr, clients):
+        yield leader, follower, mgr, clients
 
 
 def log_bytes(broker, topic="t"):
