@@ -1,9 +1,10 @@
 """Purgatory: requests parked until a condition holds or their timeout passes.
 
 Invariant: an operation completes exactly once — when ``can_complete()`` first
-returns True (checked at watch time and on every ``check_and_complete(key)`` for
-one of its keys) or when its timer fires (``expired`` is then True) — and on
-completion it is removed from every key it watched and its timer is cancelled.
+returns True (checked at watch time, unless a caller that just found it incomplete parks it
+with ``watch``, and on every ``check_and_complete(key)`` for one of its keys) or when its
+timer fires (``expired`` is then True) — and on completion it is removed from every key it
+watched and its timer is cancelled.
 Keys are topic-partitions; the replica manager calls ``check_and_complete`` after
 appends, high-watermark moves and leadership changes. A key's check asks each op
 ``can_complete_on(key)``: an op may re-check only that key's part of itself (a
@@ -58,11 +59,15 @@ class Purgatory:
         if op.can_complete():
             self._finish(op)
             return True
+        self.watch(op, keys)
+        return False
+
+    def watch(self, op: DelayedOperation, keys: Iterable[Hashable]) -> None:
+        """Park ``op`` unchecked: for a caller that found it incomplete in this reactor turn."""
         op._keys = list(keys)
         for key in op._keys:
             self._watchers.setdefault(key, {})[op] = None
         op._timer = self.scheduler.callLater(max(op.timeout_ms, 0) / 1000.0, self._expire, op)
-        return False
 
     def check_and_complete(self, key: Hashable) -> int:
         """Re-check the operations watching ``key``; returns how many completed."""
@@ -243,17 +248,28 @@ class DelayedFetch(DelayedOperation):
     when the recorded figures add up to min_bytes. (A partition held back by the leader's
     replication quota counts 0 until its key fires again or the fetch times out; Kafka's
     tryComplete would also notice the quota lifting on another partition's event.)
+
+    ``empty_results``: the results of a read, in this reactor turn, that found nothing to send
+    and no error. Each partition then counts 0 with no check, and if no key fires before the
+    timeout, those results are the answer: nothing they report has changed, so the partitions
+    are not read again (Kafka reads them all again on expiry). An idle follower's fetch thus
+    reads its partitions once per round, not three times. The one thing that can move without a
+    key firing is a log start offset raised by retention; a fetch answered from such results
+    reports it one round later, as if retention had run a moment later.
     """
 
     def __init__(self, params: FetchParams,
                  fetchable: Callable[[FetchParams, FetchPartition, int], int | None],
-                 read: Callable[[FetchParams], Any], respond: Callable[[Any], None]):
+                 read: Callable[[FetchParams], Any], respond: Callable[[Any], None],
+                 empty_results: Any = None):
         super().__init__(params.max_wait_ms)
         self.params = params
         self._fetchable = fetchable
         self._read = read
         self._respond = respond
-        self._readable: list[int] | None = None   # per partition, from the last full check
+        self._empty_results = empty_results
+        # per partition, from the last full check
+        self._readable: list[int] | None = None if empty_results is None else [0] * len(params.partitions)
         self._total = 0
         self._index: dict[Hashable, list[int]] = {}
         for i, fp in enumerate(params.partitions):
@@ -276,6 +292,7 @@ class DelayedFetch(DelayedOperation):
         return False
 
     def can_complete_on(self, key: Hashable) -> bool:
+        self._empty_results = None   # something changed: the answer is read afresh
         readable, indexes = self._readable, self._index.get(key)
         if readable is None or indexes is None:
             return self.can_complete()
@@ -290,4 +307,7 @@ class DelayedFetch(DelayedOperation):
         return self._total >= need
 
     def on_complete(self) -> None:
-        self._respond(self._read(self.params))
+        if self.expired and self._empty_results is not None:
+            self._respond(self._empty_results)
+        else:
+            self._respond(self._read(self.params))

@@ -455,8 +455,13 @@ class ReplicaManager(IsrMaintenance):
         done: Completion[list[tuple[FetchPartition, dict]]] = Completion()
         if stats is not None:
             done.add_callback(lambda res: count_bytes_out(stats, res, params.is_from_follower))
-        op = DelayedFetch(params, self._fetchable, self.read_from_local_log, done.complete)
-        self.fetch_purgatory.try_complete_else_watch(op, [fp.tp for fp in params.partitions])
+        keys = [fp.tp for fp in params.partitions]
+        if total == 0 and not self.leader_quota.enabled:   # a quota may lift with no key firing
+            self.fetch_purgatory.watch(DelayedFetch(params, self._fetchable, self.read_from_local_log,
+                                                    done.complete, empty_results=results), keys)
+        else:
+            op = DelayedFetch(params, self._fetchable, self.read_from_local_log, done.complete)
+            self.fetch_purgatory.try_complete_else_watch(op, keys)
         return done
 
     def read_from_local_log(self, params: FetchParams) -> list[tuple[FetchPartition, dict]]:

@@ -167,3 +167,51 @@ def test_consumer_long_poll_woken_by_hw_advance(broker):
     call(broker, fetch, 11, fetch_body("t", offset=2, replica_id=2))
     assert len(box) == 1
     assert len(list(iter_records(box[0].responses[0].partition_responses[0].record_set))) == 2
+
+
+def _counting_reads(broker) -> list:
+    reads: list = []
+    read = broker.rm.read_from_local_log
+
+    def counted(params):
+        reads.append(params.replica_id)
+        return read(params)
+    broker.rm.read_from_local_log = counted
+    return reads
+
+
+def test_an_idle_fetch_is_answered_at_its_timeout_from_its_first_read(broker):
+    """Nothing to send and nothing changed while parked: the partitions are read once, not again
+    at the timeout, and the answer is what a second read would give (the HW this fetch moved)."""
+    broker.lead("t", replicas=[1, 2], isr=[1, 2])
+    call(broker, produce, 8, produce_body("t", batch(2), acks=1))
+    reads = _counting_reads(broker)
+    box = _fired(call_deferred(broker, fetch, 11, fetch_body("t", offset=2, replica_id=2, max_wait_ms=500)))
+    broker.clock.advance(0.6)
+    p = box[0].responses[0].partition_responses[0]
+    assert (p.error_code, p.high_watermark, bytes(p.record_set or b"")) == (0, 2, b"")
+    assert reads == [2]
+
+
+def test_a_fetch_whose_partition_changed_while_parked_is_read_again_at_its_timeout(broker):
+    """Another follower moves the HW of a parked follower fetch's partition: nothing to send at
+    once, but the timeout's answer carries the new HW."""
+    broker.lead("t", replicas=[1, 2, 3], isr=[1, 2, 3])
+    call(broker, produce, 8, produce_body("t", batch(2), acks=1))
+    reads = _counting_reads(broker)
+    box = _fired(call_deferred(broker, fetch, 11, fetch_body("t", offset=2, replica_id=2, max_wait_ms=500)))
+    assert box == [] and broker.rm.get_partition(("t", 0)).high_watermark == 0   # replica 3 is at 0
+    call(broker, fetch, 11, fetch_body("t", offset=2, replica_id=3))
+    assert box == [] and broker.rm.get_partition(("t", 0)).high_watermark == 2
+    broker.clock.advance(0.6)
+    assert box[0].responses[0].partition_responses[0].high_watermark == 2
+    assert reads == [2, 3, 2]   # the parked fetch was read again at its timeout
+
+
+def test_a_consumer_fetch_short_of_min_bytes_at_its_timeout_gets_what_arrived(broker):
+    broker.lead("t")
+    box = _fired(call_deferred(broker, fetch, 11, fetch_body("t", max_wait_ms=500, min_bytes=1000)))
+    call(broker, produce, 8, produce_body("t", batch(1)))
+    assert box == []
+    broker.clock.advance(0.6)
+    assert [r.offset for r in iter_records(box[0].responses[0].partition_responses[0].record_set)] == [0]
