@@ -442,9 +442,7 @@ class ReplicaManager(IsrMaintenance):
 
     def fetch_messages(self, params: FetchParams) -> Completion[list[tuple[FetchPartition, dict]]]:
         """Read now, or park until min_bytes are readable or max_wait_ms passes."""
-        if params.is_from_follower:  # first, so the response carries the HW this fetch moved
-            self._update_follower_fetch_states(params)
-        results = self.read_from_local_log(params)
+        results = self.read_from_local_log(params, record_follower=params.is_from_follower)
         total = sum(len(r["records"]) for _, r in results)
         errored = any(r["error_code"] or "diverging_epoch" in r for _, r in results)
         stats = self.topic_stats
@@ -464,12 +462,18 @@ class ReplicaManager(IsrMaintenance):
             self.fetch_purgatory.try_complete_else_watch(op, keys)
         return done
 
-    def read_from_local_log(self, params: FetchParams) -> list[tuple[FetchPartition, dict]]:
+    def read_from_local_log(self, params: FetchParams, record_follower: bool = False
+                            ) -> list[tuple[FetchPartition, dict]]:
+        """Each partition's answer. ``record_follower``: also record the fetching follower's
+        position in each partition first (once per request, not again when a parked fetch
+        is read), so that the answer carries the HW this fetch moved."""
         from_follower = params.is_from_follower
         remaining = max(params.max_bytes, 0)
         min_one_batch = True
         out: list[tuple[FetchPartition, dict]] = []
         stats = self.topic_stats
+        now = self.now_ms() if record_follower else 0
+        expand: list[Partition] = []
         for fp in params.partitions:
             counts = count_request(stats, fp.topic, TOTAL_FETCH)
             try:
@@ -487,6 +491,12 @@ class ReplicaManager(IsrMaintenance):
                 if not log_.offset_in_range(fp.fetch_offset):
                     raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE, f"offset {fp.fetch_offset} not in "
                                      f"[{log_.log_start_offset}, {log_.log_end_offset}]")
+                if record_follower:   # a LEO of this log, in this leader's epoch: the follower's position
+                    if p.update_follower_fetch_state(params.replica_id, fp.fetch_offset, now, fp.log_start_offset):
+                        self._wake(fp.tp)
+                    self.delete_records_purgatory.check_and_complete(fp.tp)
+                    if p.needs_expand_isr(params.replica_id):
+                        expand.append(p)
                 end = p.fetch_end_offset(from_follower, params.isolation_level)
                 records = b""
                 limit = min(fp.max_bytes, remaining)
@@ -513,30 +523,9 @@ class ReplicaManager(IsrMaintenance):
                 log.exception("fetch from %s-%d failed", *fp.tp)
                 out.append((fp, fetch_error(ErrorCode.UNKNOWN_SERVER_ERROR)))
                 count_failure(counts, FAILED_FETCH, ErrorCode.UNKNOWN_SERVER_ERROR)
-        return out
-
-    def _update_follower_fetch_states(self, params: FetchParams) -> None:
-        now = self.now_ms()
-        expand: list[Partition] = []
-        for fp in params.partitions:
-            p = self.partitions.get(fp.tp)
-            if p is None or not p.is_leader:
-                continue
-            try:
-                p.check_leader_epoch(fp.current_leader_epoch)
-            except KafkaError:
-                continue  # the read answers the fencing error; the fetch offset means nothing
-            if not p.log_start_offset <= fp.fetch_offset <= p.log_end_offset:
-                continue  # out of range: not a LEO of this leader's log
-            if fp.last_fetched_epoch >= 0 and p.has_diverged(fp.last_fetched_epoch, fp.fetch_offset):
-                continue  # a diverged log's end is no LEO of this log either (Kafka 2.8)
-            if p.update_follower_fetch_state(params.replica_id, fp.fetch_offset, now, fp.log_start_offset):
-                self._wake(fp.tp)
-            self.delete_records_purgatory.check_and_complete(fp.tp)
-            if p.needs_expand_isr(params.replica_id):
-                expand.append(p)
         if expand:
             self.expand_isr(expand, params.replica_id)
+        return out
 
     def _fetchable(self, params: FetchParams, fp: FetchPartition, needed: int) -> int | None:
         """Bytes now readable for a parked fetch; None = answer at once."""

@@ -173,9 +173,9 @@ def _counting_reads(broker) -> list:
     reads: list = []
     read = broker.rm.read_from_local_log
 
-    def counted(params):
+    def counted(params, **kw):
         reads.append(params.replica_id)
-        return read(params)
+        return read(params, **kw)
     broker.rm.read_from_local_log = counted
     return reads
 
