@@ -532,6 +532,26 @@ class KafkaServer:
                 return
             if remaining:
                 log.info("controlled shutdown: %d partitions still led here", len(remaining))
+                if not await self._another_replica_lives(remaining):
+                    # Kafka retries these too, waiting controlled.shutdown.retry.backoff.ms each
+                    # time, though no leader can be elected for them until a replica comes back
+                    log.info("controlled shutdown: no other replica of those partitions is alive; "
+                             "stopping without retrying")
+                    return
             if attempt + 1 < retries:
                 await task.deferLater(self.reactor, backoff, lambda: None)
         log.warning("controlled shutdown did not complete; proceeding with an unclean handover")
+
+    async def _another_replica_lives(self, partitions: list) -> bool:
+        """Whether a retry could move one of ``partitions``: another of its replicas is registered
+        in ZooKeeper (the registry a stopped broker has left; unknown counts as alive)."""
+        cache = self.metadata_cache
+        try:
+            live = set(await self._in_thread(self.zk.get_all_broker_ids))
+        except Exception:
+            return True
+        for topic, partition in partitions:
+            state = cache.partition_state(topic, partition) if cache is not None else None
+            if state is None or any(r != self.broker_id and r in live for r in state.replicas):
+                return True
+        return False

@@ -59,6 +59,28 @@ def test_sigterm_moves_every_leadership_away_first(cluster_factory):
     assert (c.brokers[last].dir / "logs" / ".kafka_cleanshutdown").exists()
 
 
+def test_sigterm_does_not_retry_for_partitions_with_no_other_live_replica(cluster_factory):
+    """The partitions a broker still leads after its controlled shutdown have no other replica
+    alive: it stops without retrying (Kafka retries controlled.shutdown.max.retries times, 5 s
+    apart, though nobody could take them over)."""
+    c = cluster_factory(brokers=3, overrides={"auto.leader.rebalance.enable": "false", **STABLE})
+    wait_all_brokers_known(c)
+    ctl = c.controller()
+    a, b = sorted({1, 2, 3} - {ctl})
+    create_topic(c, "pair", [[a, b], [b, a]])
+    wait_for(lambda: all(len(s["isr"]) == 2 for s in states(c.zk, "pair", 2).values()), what="full ISRs")
+    c.kill_broker(a, signal.SIGTERM, timeout=60)
+    assert all(s["leader"] == b for s in states(c.zk, "pair", 2).values())   # a handed them over
+    log = c.brokers[b].log_path
+    before = log.read_text(errors="replace")
+    c.kill_broker(b, signal.SIGTERM, timeout=60)
+    text = log.read_text(errors="replace")[len(before):]
+    assert text.count("controlled shutdown: 2 partitions still led here") == 1, text[-3000:]
+    assert "no other replica of those partitions is alive; stopping without retrying" in text, text[-3000:]
+    assert f"broker {b} shut down" in text, text[-3000:]
+    assert (c.brokers[b].dir / "logs" / ".kafka_cleanshutdown").exists()
+
+
 def test_topic_deletion_removes_files_and_znodes(cluster_factory):
     c = cluster_factory(brokers=3, overrides={"auto.leader.rebalance.enable": "false", **STABLE})
     wait_all_brokers_known(c)
