@@ -271,9 +271,7 @@ class DelayedFetch(DelayedOperation):
         # per partition, from the last full check
         self._readable: list[int] | None = None if empty_results is None else [0] * len(params.partitions)
         self._total = 0
-        self._index: dict[Hashable, list[int]] = {}
-        for i, fp in enumerate(params.partitions):
-            self._index.setdefault(fp.tp, []).append(i)
+        self._index: dict[Hashable, list[int]] | None = None   # built at the first key's check
 
     def can_complete(self) -> bool:
         need = self.params.min_bytes
@@ -293,6 +291,10 @@ class DelayedFetch(DelayedOperation):
 
     def can_complete_on(self, key: Hashable) -> bool:
         self._empty_results = None   # something changed: the answer is read afresh
+        if self._index is None:   # most parked fetches never see one (they time out idle)
+            self._index = {}
+            for i, fp in enumerate(self.params.partitions):
+                self._index.setdefault(fp.tp, []).append(i)
         readable, indexes = self._readable, self._index.get(key)
         if readable is None or indexes is None:
             return self.can_complete()
