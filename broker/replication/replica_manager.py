@@ -453,13 +453,14 @@ class ReplicaManager(IsrMaintenance):
         done: Completion[list[tuple[FetchPartition, dict]]] = Completion()
         if stats is not None:
             done.add_callback(lambda res: count_bytes_out(stats, res, params.is_from_follower))
+        # nothing found: kept as the answer unless a key fires (a quota may lift with none firing)
+        empty = results if total == 0 and not self.leader_quota.enabled else None
+        op = DelayedFetch(params, self._fetchable, self.read_from_local_log, done.complete, empty_results=empty)
         keys = [fp.tp for fp in params.partitions]
-        if total == 0 and not self.leader_quota.enabled:   # a quota may lift with no key firing
-            self.fetch_purgatory.watch(DelayedFetch(params, self._fetchable, self.read_from_local_log,
-                                                    done.complete, empty_results=results), keys)
-        else:
-            op = DelayedFetch(params, self._fetchable, self.read_from_local_log, done.complete)
+        if empty is None:
             self.fetch_purgatory.try_complete_else_watch(op, keys)
+        else:
+            self.fetch_purgatory.watch(op, keys)   # just read: nothing to check again this turn
         return done
 
     def read_from_local_log(self, params: FetchParams, record_follower: bool = False
