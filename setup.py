@@ -1,7 +1,12 @@
-"""The one compiled part of odradek: the records section of a RecordBatch v2 in C
-(protocol/_records.c), which the broker validates produced batches with and every reader of
-batches decodes records with. It is optional: without a C compiler the install still succeeds and
-the same walks run in Python (broker/log/validator.py, protocol/records.py), only slower."""
+"""The compiled parts of odradek, both optional: without a C compiler the install still succeeds
+and the same work runs in Python, only slower.
+
+- protocol/_records.c: the records section of a RecordBatch v2, which the broker validates
+  produced batches with and every reader of batches decodes records with (the Python walks:
+  broker/log/validator.py, protocol/records.py).
+- protocol/_produce_one.c: the frame of the common Produce request, read as
+  protocol/produce_one.py reads it in Python."""
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("odradek.protocol._records", ["protocol/_records.c"], optional=True)])
+setup(ext_modules=[Extension("odradek.protocol._records", ["protocol/_records.c"], optional=True),
+                   Extension("odradek.protocol._produce_one", ["protocol/_produce_one.c"], optional=True)])

@@ -1,7 +1,10 @@
 """The common Produce request, read straight from its frame (one topic, one partition, no
 transactional id, version 3-9), and its answer when it carries no message.
 
-Invariant: ``read_one_partition`` returns exactly the fields the declared ProduceRequest codec
+Invariant: ``read_produce_frame`` returns the request header and ``read_one_partition``'s answer
+for a Produce frame of that shape whose header decodes, and None for every other frame; it never
+raises. It runs in C (``_produce_one.c``) when that is built, which
+``tests/unit/test_produce_one.py`` holds to the Python reader here. ``read_one_partition`` returns exactly the fields the declared ProduceRequest codec
 decodes from the same bytes, or None for every other frame (another shape, a transactional id,
 unknown tagged fields, a malformed or over-long body); it never raises and reads nothing past the
 frame. The broker answers None by decoding the frame the general way, so a decline costs a
@@ -12,8 +15,11 @@ message, and a throttle of 0 (``tests/unit/test_produce_one.py`` holds both to t
 from __future__ import annotations
 
 import struct
-from typing import NamedTuple
+from functools import partial
+from typing import Callable, NamedTuple
 
+from .errors import KafkaError
+from .header import RequestHeader, decode_request_header
 from .primitives import encode_uvarint, uvarint_at
 
 FIRST_VERSION = 3     # v0-2 may carry magic 0/1 message sets: the general path takes them
@@ -67,6 +73,34 @@ def read_one_partition(frame: bytes | memoryview, offset: int, version: int) -> 
         return _new_tuple(OnePartitionProduce, (acks, timeout_ms, topic, index, frame[pos:]))
     except (struct.error, IndexError, ValueError):   # UnicodeDecodeError is a ValueError
         return None
+
+
+PRODUCE_FRAME = b"\x00\x00"   # a Produce request frame begins with its api key, 0
+
+
+def _read_frame_py(frame: bytes | memoryview) -> tuple[RequestHeader, OnePartitionProduce] | None:
+    if type(frame) is memoryview:
+        if frame.ndim != 1 or frame.format != "B" or not frame.c_contiguous:
+            return None   # not one run of bytes: not a frame the reader cuts
+    elif type(frame) is not bytes:
+        return None
+    if frame[:2] != PRODUCE_FRAME:
+        return None
+    try:
+        header, offset = decode_request_header(frame)
+    except KafkaError:
+        return None
+    one = read_one_partition(frame, offset, header.api_version)
+    return None if one is None else (header, one)
+
+
+ReadFrame = Callable[[bytes | memoryview], "tuple[RequestHeader, OnePartitionProduce] | None"]
+read_produce_frame: ReadFrame
+try:
+    from ._produce_one import read_frame as _read_frame_c
+    read_produce_frame = partial(_read_frame_c, RequestHeader, OnePartitionProduce)
+except ImportError:   # built without a C compiler
+    read_produce_frame = _read_frame_py
 
 
 def _flexible(frame: bytes | memoryview, pos: int) -> OnePartitionProduce | None:

@@ -25,10 +25,9 @@ from twisted.internet import defer
 from twisted.python.failure import Failure
 
 from odradek.protocol.apis.fetch import API_KEY as FETCH_KEY
-from odradek.protocol.apis.produce import API_KEY as PRODUCE_KEY
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.header import RequestHeader, decode_request_header, encode_response, encode_response_parts
-from odradek.protocol.produce_one import OnePartitionProduce, read_one_partition
+from odradek.protocol.produce_one import PRODUCE_FRAME, OnePartitionProduce, read_produce_frame
 from odradek.protocol.schema import EncodeError
 
 from .. import apis
@@ -57,10 +56,18 @@ class RequestHandler:
 
     def handle(self, frame: bytes | memoryview, listener: str = "PLAINTEXT", peer: str = "", principal: str = "User:ANONYMOUS",
                token_authenticated: bool = False, throttle: Throttle | None = None) -> bytes | list | None | defer.Deferred:
-        try:
-            header, offset = decode_request_header(frame)
-        except KafkaError as e:
-            raise CloseConnection(f"malformed request header ({e})") from None
+        quotas = self.ctx.quotas
+        timed = throttle is not None and quotas is not None and quotas.active
+        # the common Produce, header and body read in one go (no client quota: it needs the request)
+        common = None if timed or frame[:2] != PRODUCE_FRAME else read_produce_frame(frame)
+        if common is not None:
+            header, one = common
+            offset = -1   # (not needed: the body is read)
+        else:
+            try:
+                header, offset = decode_request_header(frame)
+            except KafkaError as e:
+                raise CloseConnection(f"malformed request header ({e})") from None
         module = self.handlers.get(header.api_key)
         if module is None:
             raise CloseConnection(f"unknown API key {header.api_key}")
@@ -75,15 +82,11 @@ class RequestHandler:
                 return encode_response(api, 0, header.correlation_id,
                                        api_versions.response(ErrorCode.UNSUPPORTED_VERSION))
             raise CloseConnection(f"unsupported version {version} of {api.NAME} (supported {lo}-{hi})")
-        quotas = self.ctx.quotas
-        timed = throttle is not None and quotas is not None and quotas.active
-        if header.api_key == PRODUCE_KEY and not timed:
-            one = read_one_partition(frame, offset, version)
-            if one is not None:
-                rc = None if self.ctx.authorizer is None else RequestContext(
-                    header.api_key, version, header.correlation_id, header.client_id, listener, peer, principal,
-                    token_authenticated)   # what the authorizer reads
-                return self._produce_one(frame, offset, header, module, rc, one)
+        if common is not None:
+            rc = None if self.ctx.authorizer is None else RequestContext(
+                header.api_key, version, header.correlation_id, header.client_id, listener, peer, principal,
+                token_authenticated)   # what the authorizer reads
+            return self._produce_one(frame, header, module, rc, one)
         try:
             req = api.Request.decode(frame, version, offset,   # the frame itself: no copy of the body
                                      allow_trailing=header.api_key in TRAILING_BYTES_IGNORED)
@@ -111,12 +114,12 @@ class RequestHandler:
             return result
         return self._encode(result, module, header)
 
-    def _produce_one(self, frame: bytes | memoryview, offset: int, header: RequestHeader, module: ModuleType,
+    def _produce_one(self, frame: bytes | memoryview, header: RequestHeader, module: ModuleType,
                      rc: RequestContext | None, one: OnePartitionProduce) -> bytes | list | None | defer.Deferred:
         """The common Produce (``produce.handle_one``), taken only where nothing needs the decoded
         request (no client quota); an error is answered as ``handle`` answers it."""
         def error_body(exc: BaseException, failure: Failure | None = None) -> dict | None:
-            req = module.API.Request.decode(frame, header.api_version, offset)
+            req = module.API.Request.decode(frame, header.api_version, decode_request_header(frame)[1])
             return self._error_body(module, req, header, exc, failure)
 
         try:

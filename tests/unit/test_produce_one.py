@@ -1,7 +1,8 @@
 """The one-partition Produce path (protocol/produce_one.py, produce.handle_one) against the general one.
 
 Invariant: ``read_one_partition`` reads exactly what the declared codec decodes, for every request
-of its shape, and declines everything else without raising; ``encode_one_response`` writes the
+of its shape, and declines everything else without raising; the frame reader in C
+(``_produce_one.c``) answers every frame, whole or altered, bytes or a view, as the one in Python; ``encode_one_response`` writes the
 declared codec's bytes; and a broker answering through the one-partition path gives, request for
 request, the same response bytes and the same log as the general handler, for good requests and for
 every kind of refusal, with and without an authorizer.
@@ -20,10 +21,12 @@ from odradek.broker.network.request_handler import RequestHandler
 from odradek.broker.security.authorizer import AclAuthorizer
 from odradek.protocol.acl import (CLUSTER_NAME, AccessControlEntry, AclOperation, AclPermissionType, PatternType,
                                   ResourcePattern, ResourceType)
-from odradek.protocol import record_batch as rb
+from odradek.protocol import _produce_one, record_batch as rb
 from odradek.protocol.apis import produce
-from odradek.protocol.header import decode_request_header, encode_request
-from odradek.protocol.produce_one import OnePartitionProduce, encode_one_response, read_one_partition
+from odradek.protocol.header import RequestHeader, decode_request_header, encode_request
+from odradek.protocol.primitives import encode_uvarint
+from odradek.protocol.produce_one import (OnePartitionProduce, _read_frame_py, encode_one_response, read_one_partition,
+                                          read_produce_frame)
 from odradek.protocol.records import BatchBuilder
 
 from broker_fixtures import Broker, batch
@@ -113,6 +116,72 @@ def test_other_versions_and_buffers_are_declined():
     assert read_one_partition(data, 0, 8) is not None
     assert read_one_partition(bytearray(data), 0, 8) is None
     assert read_one_partition(data[:-1], 0, 8) is None
+
+
+def read_frame_c(frame):
+    return _produce_one.read_frame(RequestHeader, OnePartitionProduce, frame)
+
+
+def frames() -> st.SearchStrategy[bytes]:
+    """Request frames: a Produce (sometimes another api key) of any version 0-10 with a header
+    that may carry a null or non-UTF-8 client id or, in v9, tagged fields; then maybe altered."""
+    @st.composite
+    def build(draw) -> bytes:
+        version = draw(st.integers(0, 10))
+        body = draw(one_partition_bodies() if draw(st.booleans()) else partition_bodies())
+        client = draw(st.none() | st.text(max_size=12))
+        encoded_version = min(max(version, 3), 9)
+        frame = bytearray(encode_request(produce, encoded_version, draw(INT32), client, body))
+        frame[2:4] = version.to_bytes(2, "big")
+        if draw(st.integers(0, 9)) == 0:
+            frame[0:2] = draw(INT16).to_bytes(2, "big", signed=True)
+        id_end = 10 + (len(client.encode()) if client is not None else 0)
+        if draw(st.integers(0, 9)) == 0 and client:
+            frame[10] = 0xFF   # no longer UTF-8
+        if encoded_version == 9 and draw(st.booleans()):   # tagged fields in the request header
+            tags = draw(st.lists(st.tuples(st.integers(0, 300), st.binary(max_size=5)), max_size=2))
+            section = encode_uvarint(len(tags)) + b"".join(
+                encode_uvarint(tag) + encode_uvarint(len(value)) + value for tag, value in tags)
+            frame[id_end:id_end + 1] = section
+        at = draw(st.integers(0, len(frame)))
+        how = draw(st.sampled_from(["none", "none", "flip", "cut", "extend", "insert"]))
+        if how == "flip" and at < len(frame):
+            frame[at] ^= draw(st.integers(1, 255))
+        elif how == "cut":
+            del frame[at:]
+        elif how in ("extend", "insert"):
+            extra = draw(st.binary(min_size=1, max_size=4))
+            frame[at:at] = extra if how == "insert" else b""
+            if how == "extend":
+                frame += extra
+        return bytes(frame)
+    return build()
+
+
+@SETTINGS
+@given(frames())
+def test_the_frame_reader_in_c_answers_as_the_one_in_python(frame):
+    want = _read_frame_py(frame)
+    assert read_frame_c(frame) == want
+    view = memoryview(bytearray(frame))
+    got = read_frame_c(view)
+    assert got == _read_frame_py(view) == want   # (a view's records compare by content)
+    if got is not None:
+        assert type(got[0]) is RequestHeader and type(got[1]) is OnePartitionProduce
+        assert type(got[1].records) is memoryview and got[1].records.obj is view.obj   # a view, not a copy
+        header, one = want
+        assert one == read_one_partition(frame, decode_request_header(frame)[1], header.api_version)
+
+
+def test_the_frame_reader_declines_other_buffers_and_is_the_one_in_use():
+    frame = encode_request(produce, 8, 1, "c", {"acks": 1, "timeout_ms": 5, "topic_data": [
+        {"name": "t", "partition_data": [{"index": 0, "records": b"x"}]}]})
+    assert read_produce_frame(frame) == (RequestHeader(0, 8, 1, "c"), OnePartitionProduce(1, 5, "t", 0, b"x"))
+    assert read_produce_frame.func is _produce_one.read_frame   # (type: ignore: a partial when built)
+    for other in (bytearray(frame), memoryview(frame).cast("c"), memoryview(bytearray(frame * 2))[::2], "x"):
+        assert read_frame_c(other) is None and _read_frame_py(other) is None
+    with pytest.raises(TypeError):
+        _produce_one.read_frame(dict, OnePartitionProduce, frame)
 
 
 @SETTINGS
