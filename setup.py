@@ -4,9 +4,9 @@ and the same work runs in Python, only slower.
 - protocol/_records.c: the records section of a RecordBatch v2, which the broker validates
   produced batches with and every reader of batches decodes records with (the Python walks:
   broker/log/validator.py, protocol/records.py).
-- protocol/_produce_one.c: the frame of the common Produce request, read as
-  protocol/produce_one.py reads it in Python."""
+- protocol/_frames.c: request frames cut out of a stream and the common Produce frame read, as
+  protocol/connection.py and protocol/produce_one.py do in Python."""
 from setuptools import Extension, setup
 
 setup(ext_modules=[Extension("odradek.protocol._records", ["protocol/_records.c"], optional=True),
-                   Extension("odradek.protocol._produce_one", ["protocol/_produce_one.c"], optional=True)])
+                   Extension("odradek.protocol._frames", ["protocol/_frames.c"], optional=True)])

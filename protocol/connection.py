@@ -51,6 +51,12 @@ _UNSHARED = 3
 
 T = TypeVar("T")
 
+_cut: Callable[[bytes | memoryview, int, int, list[bytes | memoryview]], int] | None
+try:   # whole frames cut in C (_frames.c), exactly as the loop in FrameReader.feed cuts them
+    from ._frames import cut as _cut
+except ImportError:   # built without a C compiler
+    _cut = None
+
 
 class ProtocolViolation(Exception):
     """The peer broke the framing or the request/response pairing: close the connection."""
@@ -125,6 +131,9 @@ class FrameReader:
             elif end - pos < 4:
                 self._head = bytes(view[pos:end])
                 break
+            elif _cut is not None and (stop := _cut(view, pos, self.max_frame_size, frames)) != pos:
+                pos = stop   # whole frames, cut in C; what follows them is taken on the next turn
+                continue
             else:
                 (size,) = _SIZE.unpack_from(view, pos)
                 pos += 4

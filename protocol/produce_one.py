@@ -3,14 +3,16 @@ transactional id, version 3-9), and its answer when it carries no message.
 
 Invariant: ``read_produce_frame`` returns the request header and ``read_one_partition``'s answer
 for a Produce frame of that shape whose header decodes, and None for every other frame; it never
-raises. It runs in C (``_produce_one.c``) when that is built, which
+raises. It runs in C (``_frames.c``) when that is built, which
 ``tests/unit/test_produce_one.py`` holds to the Python reader here. ``read_one_partition`` returns exactly the fields the declared ProduceRequest codec
 decodes from the same bytes, or None for every other frame (another shape, a transactional id,
 unknown tagged fields, a malformed or over-long body); it never raises and reads nothing past the
 frame. The broker answers None by decoding the frame the general way, so a decline costs a
 microsecond and changes no answer. ``encode_one_response`` writes exactly the bytes the declared
 ProduceResponse codec writes for one topic of one partition without record errors or an error
-message, and a throttle of 0 (``tests/unit/test_produce_one.py`` holds both to the declared codec).
+message, and a throttle of 0 (``tests/unit/test_produce_one.py`` holds both to the declared codec);
+``encode_answer`` writes that body behind its response header, the whole response (in C when
+built, held to the Python here).
 """
 from __future__ import annotations
 
@@ -94,13 +96,21 @@ def _read_frame_py(frame: bytes | memoryview) -> tuple[RequestHeader, OnePartiti
     return None if one is None else (header, one)
 
 
+def _encode_answer_py(version: int, correlation_id: int, topic: str, index: int, error_code: int, base_offset: int,
+                      log_append_time_ms: int, log_start_offset: int) -> bytes:
+    head = _I32.pack(correlation_id) + (b"\x00" if version >= FLEXIBLE_FROM else b"")   # (v9: no tagged fields)
+    return head + encode_one_response(version, topic, index, error_code, base_offset, log_append_time_ms,
+                                      log_start_offset)
+
+
 ReadFrame = Callable[[bytes | memoryview], "tuple[RequestHeader, OnePartitionProduce] | None"]
 read_produce_frame: ReadFrame
+encode_answer: Callable[[int, int, str, int, int, int, int, int], bytes]
 try:
-    from ._produce_one import read_frame as _read_frame_c
-    read_produce_frame = partial(_read_frame_c, RequestHeader, OnePartitionProduce)
+    from ._frames import encode_answer as _encode_answer_c, read_frame as _read_frame_c
+    read_produce_frame, encode_answer = partial(_read_frame_c, RequestHeader, OnePartitionProduce), _encode_answer_c
 except ImportError:   # built without a C compiler
-    read_produce_frame = _read_frame_py
+    read_produce_frame, encode_answer = _read_frame_py, _encode_answer_py
 
 
 def _flexible(frame: bytes | memoryview, pos: int) -> OnePartitionProduce | None:

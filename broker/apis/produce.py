@@ -24,8 +24,8 @@ from twisted.internet import defer
 
 from odradek.protocol.apis import produce as API
 from odradek.protocol.errors import ErrorCode
-from odradek.protocol.header import EncodedBody
-from odradek.protocol.produce_one import OnePartitionProduce, encode_one_response
+from odradek.protocol.header import RequestHeader
+from odradek.protocol.produce_one import OnePartitionProduce, encode_answer
 from odradek.protocol.record_batch import HEADER_SIZE, MAGIC, TRANSACTIONAL_MASK
 from odradek.zk.topics import is_internal
 
@@ -83,11 +83,13 @@ def handle(ctx: BrokerContext, rc: RequestContext, req):
     return respond_when(ctx.replica_manager.append_records(req["timeout_ms"], acks, entries), build)
 
 
-def handle_one(ctx: BrokerContext, rc: RequestContext | None, version: int, one: OnePartitionProduce
-               ) -> EncodedBody | dict | None | defer.Deferred:
+def handle_one(ctx: BrokerContext, rc: RequestContext | None, header: RequestHeader, one: OnePartitionProduce
+               ) -> bytes | dict | None | defer.Deferred:
     """``handle`` for the common request (``protocol/produce_one.py``: one partition, no
     transactional id), read straight from the frame: the same checks, the same append, the same
-    answer, without the general path's per-request tables. ``rc`` is needed with an authorizer only."""
+    answer, without the general path's per-request tables. ``rc`` is needed with an authorizer only.
+    A plain answer comes back encoded whole, its response header included (``encode_answer``);
+    any other as a body."""
     acks, topic, index, records = one.acks, one.topic, one.partition, one.records
     transactional = bool(_first_batch_attribute(records, ATTRIBUTES_LOW_AT, TRANSACTIONAL_MASK))
     unauthorized = False
@@ -95,18 +97,18 @@ def handle_one(ctx: BrokerContext, rc: RequestContext | None, version: int, one:
         refused = _refusal(ctx, rc, None, transactional,
                            lambda: _first_batch_attribute(records, PRODUCER_ID_AT, 0x80) == 0)
         if refused:   # as error_response answers: nothing at all for acks=0
-            return None if acks == 0 else _one_answer(acks, version, topic, index, produce_error(refused))
+            return None if acks == 0 else _one_answer(acks, header, topic, index, produce_error(refused))
         if ctx.authorizer is not None:
             assert rc is not None   # the dispatcher passes one whenever an authorizer is set
             unauthorized = bool(denied(ctx, rc, WRITE, TOPIC, (topic,)))
-    code = _early_error(acks, version, topic, records, unauthorized)
+    code = _early_error(acks, header.api_version, topic, records, unauthorized)
     if code:
-        return _one_answer(acks, version, topic, index, produce_error(code))
+        return _one_answer(acks, header, topic, index, produce_error(code))
     tp = (topic, index)
     done = ctx.replica_manager.append_one(one.timeout_ms, acks, tp, records)
     if isinstance(done, dict):
-        return _one_answer(acks, version, topic, index, done)
-    return to_deferred(done).addCallback(lambda results: _one_answer(acks, version, topic, index, results[tp]))
+        return _one_answer(acks, header, topic, index, done)
+    return to_deferred(done).addCallback(lambda results: _one_answer(acks, header, topic, index, results[tp]))
 
 
 def _refusal(ctx: BrokerContext, rc: RequestContext | None, transactional_id: str | None, transactional: bool,
@@ -127,7 +129,7 @@ def _refusal(ctx: BrokerContext, rc: RequestContext | None, transactional_id: st
     return None
 
 
-def _one_answer(acks: int, version: int, topic: str, index: int, result: dict) -> EncodedBody | dict | None:
+def _one_answer(acks: int, header: RequestHeader, topic: str, index: int, result: dict) -> bytes | dict | None:
     if acks == 0:
         if result["error_code"]:
             raise CloseConnection("acks=0 produce failed for some partition")
@@ -135,8 +137,8 @@ def _one_answer(acks: int, version: int, topic: str, index: int, result: dict) -
     if "error_message" in result:   # records refused one by one (Produce v8+ lists them)
         return {"responses": [{"name": topic, "partition_responses": [dict(result, index=index)]}],
                 "throttle_time_ms": 0}
-    return EncodedBody(encode_one_response(version, topic, index, result["error_code"], result["base_offset"],
-                                           result["log_append_time_ms"], result["log_start_offset"]))
+    return encode_answer(header.api_version, header.correlation_id, topic, index, result["error_code"],
+                         result["base_offset"], result["log_append_time_ms"], result["log_start_offset"])
 
 
 def _early_error(acks: int, version: int, topic: str, records: bytes | memoryview | None,

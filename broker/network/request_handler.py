@@ -123,14 +123,16 @@ class RequestHandler:
             return self._error_body(module, req, header, exc, failure)
 
         try:
-            result = module.handle_one(self.ctx, rc, header.api_version, one)
+            result = module.handle_one(self.ctx, rc, header, one)
         except CloseConnection:
             raise
         except Exception as e:
             result = error_body(e)
+        if type(result) is bytes:   # the plain answer, encoded whole
+            return result
         if type(result) is defer.Deferred:
             result.addErrback(lambda f: f if f.check(CloseConnection) else error_body(f.value, f))
-            return result.addCallback(self._encode, module, header)
+            return result.addCallback(lambda r: r if type(r) is bytes else self._encode(r, module, header))
         return self._encode(result, module, header)
 
     def produce_may_overlap(self) -> bool:

@@ -2,7 +2,7 @@
 
 Invariant: ``read_one_partition`` reads exactly what the declared codec decodes, for every request
 of its shape, and declines everything else without raising; the frame reader in C
-(``_produce_one.c``) answers every frame, whole or altered, bytes or a view, as the one in Python; ``encode_one_response`` writes the
+(``_frames.c``) answers every frame, whole or altered, bytes or a view, as the one in Python; ``encode_one_response`` writes the
 declared codec's bytes; and a broker answering through the one-partition path gives, request for
 request, the same response bytes and the same log as the general handler, for good requests and for
 every kind of refusal, with and without an authorizer.
@@ -21,12 +21,12 @@ from odradek.broker.network.request_handler import RequestHandler
 from odradek.broker.security.authorizer import AclAuthorizer
 from odradek.protocol.acl import (CLUSTER_NAME, AccessControlEntry, AclOperation, AclPermissionType, PatternType,
                                   ResourcePattern, ResourceType)
-from odradek.protocol import _produce_one, record_batch as rb
+from odradek.protocol import _frames, record_batch as rb
 from odradek.protocol.apis import produce
-from odradek.protocol.header import RequestHeader, decode_request_header, encode_request
+from odradek.protocol.header import EncodedBody, RequestHeader, decode_request_header, encode_request, encode_response
 from odradek.protocol.primitives import encode_uvarint
-from odradek.protocol.produce_one import (OnePartitionProduce, _read_frame_py, encode_one_response, read_one_partition,
-                                          read_produce_frame)
+from odradek.protocol.produce_one import (OnePartitionProduce, _encode_answer_py, _read_frame_py, encode_answer,
+                                          encode_one_response, read_one_partition, read_produce_frame)
 from odradek.protocol.records import BatchBuilder
 
 from broker_fixtures import Broker, batch
@@ -119,7 +119,7 @@ def test_other_versions_and_buffers_are_declined():
 
 
 def read_frame_c(frame):
-    return _produce_one.read_frame(RequestHeader, OnePartitionProduce, frame)
+    return _frames.read_frame(RequestHeader, OnePartitionProduce, frame)
 
 
 def frames() -> st.SearchStrategy[bytes]:
@@ -177,21 +177,25 @@ def test_the_frame_reader_declines_other_buffers_and_is_the_one_in_use():
     frame = encode_request(produce, 8, 1, "c", {"acks": 1, "timeout_ms": 5, "topic_data": [
         {"name": "t", "partition_data": [{"index": 0, "records": b"x"}]}]})
     assert read_produce_frame(frame) == (RequestHeader(0, 8, 1, "c"), OnePartitionProduce(1, 5, "t", 0, b"x"))
-    assert read_produce_frame.func is _produce_one.read_frame   # (type: ignore: a partial when built)
+    assert read_produce_frame.func is _frames.read_frame and encode_answer is _frames.encode_answer   # built: in use
     for other in (bytearray(frame), memoryview(frame).cast("c"), memoryview(bytearray(frame * 2))[::2], "x"):
         assert read_frame_c(other) is None and _read_frame_py(other) is None
     with pytest.raises(TypeError):
-        _produce_one.read_frame(dict, OnePartitionProduce, frame)
+        _frames.read_frame(dict, OnePartitionProduce, frame)
 
 
 @SETTINGS
-@given(VERSIONS, st.text(max_size=300), INT32, INT16, INT64, INT64, INT64)
-def test_the_one_partition_answer_is_the_declared_codecs(version, topic, index, code, base, append_time, start):
+@given(VERSIONS, st.text(max_size=300), INT32, INT16, INT64, INT64, INT64, INT32)
+def test_the_one_partition_answer_is_the_declared_codecs(version, topic, index, code, base, append_time, start,
+                                                        correlation_id):
     body = {"responses": [{"name": topic, "partition_responses": [{
         "index": index, "error_code": code, "base_offset": base, "log_append_time_ms": append_time,
         "log_start_offset": start}]}], "throttle_time_ms": 0}
     assert encode_one_response(version, topic, index, code, base, append_time, start) == \
         produce.Response.encode_declared(body, version)
+    whole = encode_response(produce, version, correlation_id, EncodedBody(produce.Response.encode_declared(body, version)))
+    assert _frames.encode_answer(version, correlation_id, topic, index, code, base, append_time, start) == whole
+    assert _encode_answer_py(version, correlation_id, topic, index, code, base, append_time, start) == whole
 
 
 # ---------------------------------------------------------------- the broker: both paths, same answers

@@ -1,12 +1,15 @@
-"""The sans-IO connection: framing under any chunking, request/response pairing, owed responses."""
+"""The sans-IO connection: framing under any chunking (whole frames cut in C or in Python alike),
+request/response pairing, owed responses."""
 from __future__ import annotations
 
 import random
 import struct
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from odradek.protocol import _frames, connection
 from odradek.protocol.apis import api_versions, fetch, metadata
 from odradek.protocol.connection import (LEND_FROM, SMALL_FRAME, ClientConnection, FrameReader,
                                          ServerConnection, frame_parts)
@@ -31,6 +34,44 @@ def test_any_chunking_gives_back_the_same_frames(frames, cuts):
     for chunk in split(framed(frames), cuts):
         out += reader.feed(chunk)
     assert out == frames and reader.buffered == 0 and reader.oversize is None
+
+
+def python_cut_only(monkeypatch) -> None:
+    monkeypatch.setattr(connection, "_cut", None)
+
+
+def fed(reader: FrameReader, chunks: list[bytes], kind: str) -> tuple[list[bytes], int | None, int]:
+    out: list[bytes] = []
+    for chunk in chunks:
+        data = chunk if kind == "bytes" else bytearray(chunk) if kind == "bytearray" else memoryview(chunk)
+        out += [bytes(f) for f in reader.feed(data)]
+    return out, reader.oversize, reader.buffered
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.binary(max_size=40) | st.integers(-3, 60).map(lambda n: struct.pack(">i", n)), max_size=12),
+       st.lists(st.integers(min_value=0), max_size=12), st.integers(0, 50), st.sampled_from(["bytes", "bytearray", "view"]))
+def test_frames_cut_in_c_are_the_frames_the_python_loop_cuts(pieces, cuts, max_size, kind):
+    """Any stream (sizes good, bad, negative, cut short), any chunking, any kind of chunk: the same
+    frames, the same oversize and the same bytes held, with the cut in C and without it."""
+    chunks = split(b"".join(pieces), cuts)
+    assert connection._cut is _frames.cut   # built: the reader uses it
+    with_c = fed(FrameReader(max_size), chunks, kind)
+    with pytest.MonkeyPatch.context() as mp:
+        python_cut_only(mp)
+        assert fed(FrameReader(max_size), chunks, kind) == with_c
+
+
+def test_the_c_cut_stops_before_what_is_not_a_whole_frame():
+    frames: list = []
+    data = framed([b"ab", b""]) + struct.pack(">i", 5) + b"abc"
+    assert _frames.cut(data, 0, 10, frames) == 10 and frames == [b"ab", b""]
+    assert _frames.cut(data, 10, 10, frames) == 10   # a frame not yet whole
+    assert _frames.cut(framed([b"abc"]), 0, 2, []) == 0   # over the maximum
+    assert _frames.cut(b"\xff\xff\xff\xff", 0, 2, []) == 0   # negative
+    assert _frames.cut(b"\x00\x00", 0, 2, []) == 0   # a size cut short
+    with pytest.raises(TypeError):
+        _frames.cut(memoryview(b"abcd").cast("c"), 0, 2, [])
 
 
 def test_large_frame_received_straight_into_its_buffer():
@@ -116,7 +157,10 @@ def test_a_server_connection_receives_the_rest_of_a_large_frame_straight_into_it
     assert conn.receive_space() is None
 
 
-def test_oversize_and_negative_sizes_stop_the_reader_after_the_frames_before_them():
+@pytest.mark.parametrize("cut", ["c", "python"])
+def test_oversize_and_negative_sizes_stop_the_reader_after_the_frames_before_them(monkeypatch, cut):
+    if cut == "python":
+        python_cut_only(monkeypatch)
     for bad in (1001, -1):
         reader = FrameReader(1000)
         assert reader.feed(framed([b"a", b"b"]) + struct.pack(">i", bad) + framed([b"c"])) == [b"a", b"b"]
