@@ -7,7 +7,8 @@ blocking clients and the test fakes all frame, match and queue the same way.
 - ``FrameReader`` cuts ``int32 size + frame`` units out of a stream. A size above
   ``max_frame_size`` (``socket.request.max.bytes`` on a broker) or below zero stops the reader:
   the frames before it are still delivered, ``oversize`` holds the size, and nothing after it
-  is read. A frame that arrives whole in one chunk costs one copy; a larger one is gathered
+  is read. A frame that arrives whole in one chunk costs one copy (the run of whole frames in a
+  chunk is cut in one C call, ``_frames.c:cut``, where that is built); a larger one is gathered
   into a buffer of its final size (no re-concatenation), which the caller may fill straight from
   the socket (``body_space``). A reader with a ``lend`` rule hands out the large frames it picks
   as writable views of that buffer instead of copies (a broker's Produce requests, whose batches
