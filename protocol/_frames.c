@@ -1,7 +1,8 @@
-/* odradek.protocol._frames: request frames in C, the two steps every small request takes on a
-   broker before its handler: cutting whole frames out of the bytes a read returned, and reading
-   the common Produce frame. Each answers exactly as the Python it stands in for, and neither
-   raises for any input nor reads outside it.
+/* odradek.protocol._frames: request frames in C, the steps every small request takes on a broker
+   before and after its handler: cutting whole frames out of the bytes a read returned, reading the
+   request header (and, for the common Produce, its body), and writing the common Produce's answer.
+   Each answers exactly as the Python it stands in for, and none raises for any frame nor reads
+   outside it.
 
    - cut(data, pos, max_size, frames) appends to the list `frames`, as bytes, each whole frame
      (int32 size, then that many bytes) from data[pos:], and returns where it stopped: at the end,
@@ -9,6 +10,12 @@
      above max_size. protocol/connection.py:FrameReader.feed does the rest as it did before (a
      partial prefix or frame kept for the next read, the oversize that stops it);
      tests/unit/test_connection.py holds the reader with and without it to the same frames.
+   - read_header(table, header_type, frame) returns what protocol/header.py:decode_request_header
+     returns, (header_type(api_key, api_version, correlation_id, client_id), where the body
+     starts), for a frame whose key and version the table gives a header version (0-2; byte
+     key * 32 + version, header.py:request_header_table), or None for any frame it does not read
+     (then the Python reader answers it, or raises its error); tests/unit/test_protocol_header.py
+     holds the two to that.
    - read_frame(header_type, request_type, frame) returns exactly what
      protocol/produce_one.py:_read_frame_py returns for the same frame:
      (header_type(api_key, api_version, correlation_id, client_id),
@@ -18,9 +25,13 @@
      gives bytes and a memoryview gives a view of it. tests/unit/test_produce_one.py holds the two
      readers to each other on generated, cut, flipped and extended frames.
 
-   They exist because the same steps in Python cost about 0.5 us a frame (the cut) and 3 us a
-   Produce (its header, then its body) of the broker's 15-19 us; here they cost the objects they
-   make.
+   - encode_answer(version, correlation_id, topic, ...) writes the whole response to a Produce of
+     one partition answered without record errors or a message: what
+     protocol/produce_one.py:_encode_answer_py writes (tests/unit/test_produce_one.py).
+
+   They exist because the same steps in Python cost about 0.5 us a frame (the cut), 0.5 us a
+   header, 3 us a Produce (its header, then its body) and 1 us its answer, of the broker's 15-19 us
+   a Produce; here they cost the objects they make.
 
    The Produce layouts (big-endian; a compact length is an unsigned varint of length + 1):
        header v1: api_key int16 | api_version int16 | correlation_id int32 | client_id int16-length string
@@ -127,6 +138,84 @@ static PyObject *cut(PyObject *self, PyObject *args) {
     return PyLong_FromSsize_t(pos);
 }
 
+/* The request header of `header_version` (0, 1 or 2) at the start of p[0:n], as header.py's
+   decode_request_header reads it: where the body starts, with the fields set (client_id a new
+   reference); -1 when it does not decode (nothing set, no error); -2 out of memory (error set). */
+static Py_ssize_t parse_header(const unsigned char *p, Py_ssize_t n, int header_version, int16_t *key,
+                               int16_t *version, int32_t *correlation_id, PyObject **client_id) {
+    if (n < 8) return -1;
+    *key = be16(p);
+    *version = be16(p + 2);
+    *correlation_id = be32(p + 4);
+    Py_ssize_t pos = 8;
+    PyObject *id;
+    if (header_version == 0) {
+        *client_id = Py_NewRef(Py_None);
+        return pos;
+    }
+    if (n < 10) return -1;
+    int16_t id_size = be16(p + 8);
+    pos = 10;
+    if (id_size >= 0) {
+        if (pos + id_size > n) return -1;
+        if ((id = utf8(p + pos, id_size)) == NULL) return PyErr_Occurred() ? -2 : -1;
+        pos += id_size;
+    } else if (id_size == -1) {
+        id = Py_NewRef(Py_None);
+    } else {
+        return -1;
+    }
+    if (header_version >= 2) {   /* tagged fields: skipped */
+        int64_t count, tag, size;
+        int ok = uvarint(p, n, &pos, &count) == 0;
+        for (int64_t i = 0; ok && i < count; i++) {
+            ok = uvarint(p, n, &pos, &tag) == 0 && uvarint(p, n, &pos, &size) == 0;
+            pos += ok ? (Py_ssize_t)size : 0;
+            ok = ok && pos <= n;
+        }
+        if (!ok) {
+            Py_DECREF(id);
+            return -1;
+        }
+    }
+    *client_id = id;
+    return pos;
+}
+
+#define TABLE_VERSIONS 32   /* a header-version table's versions per api key (header.py) */
+
+static PyObject *read_header(PyObject *self, PyObject *args) {
+    PyObject *table, *header_type, *frame;
+    if (!PyArg_ParseTuple(args, "O!OO", &PyBytes_Type, &table, &header_type, &frame)) return NULL;
+    if (!tuple_type(header_type)) {
+        PyErr_SetString(PyExc_TypeError, "header_type must be a tuple subclass");
+        return NULL;
+    }
+    Py_buffer view;
+    if (!byte_run(frame, &view)) Py_RETURN_NONE;
+    const unsigned char *p = view.buf;
+    int header_version = 255;
+    if (view.len >= 4) {
+        int16_t key = be16(p), version = be16(p + 2);
+        Py_ssize_t at = (Py_ssize_t)key * TABLE_VERSIONS + version;
+        if (key >= 0 && version >= 0 && version < TABLE_VERSIONS && at < PyBytes_GET_SIZE(table))
+            header_version = (unsigned char)PyBytes_AS_STRING(table)[at];
+    }
+    int16_t key, version;
+    int32_t correlation_id;
+    PyObject *client_id = NULL;
+    Py_ssize_t pos = header_version <= 2
+        ? parse_header(p, view.len, header_version, &key, &version, &correlation_id, &client_id) : -1;
+    PyBuffer_Release(&view);
+    if (pos == -2) return NULL;
+    if (pos < 0) Py_RETURN_NONE;
+    PyObject *items[4] = {PyLong_FromLong(key), PyLong_FromLong(version), PyLong_FromLong(correlation_id), client_id};
+    PyObject *header = new_tuple((PyTypeObject *)header_type, 4, items);
+    if (header == NULL) return NULL;
+    PyObject *result = Py_BuildValue("(Nn)", header, pos);
+    return result;
+}
+
 static PyObject *read_frame(PyObject *self, PyObject *args) {
     PyObject *header_type, *request_type, *frame;
     if (!PyArg_ParseTuple(args, "OOO", &header_type, &request_type, &frame)) return NULL;
@@ -146,30 +235,12 @@ static PyObject *read_frame(PyObject *self, PyObject *args) {
     Py_ssize_t pos, start, end;
 
     /* the request header */
-    if (n < 10 || be16(p) != 0) goto done;
+    int16_t key;
+    if (n < 4 || be16(p) != 0) goto done;
     version = be16(p + 2);
     if (version < FIRST_VERSION || version > FLEXIBLE_FROM) goto done;
-    correlation_id = be32(p + 4);
-    int16_t id_size = be16(p + 8);
-    pos = 10;
-    if (id_size >= 0) {
-        if (pos + id_size > n) goto done;
-        if ((client_id = utf8(p + pos, id_size)) == NULL) goto done;
-        pos += id_size;
-    } else if (id_size == -1) {
-        client_id = Py_NewRef(Py_None);
-    } else {
-        goto done;
-    }
-    if (version >= FLEXIBLE_FROM) {
-        int64_t count, tag, size;
-        if (uvarint(p, n, &pos, &count) < 0) goto done;
-        for (int64_t i = 0; i < count; i++) {
-            if (uvarint(p, n, &pos, &tag) < 0 || uvarint(p, n, &pos, &size) < 0) goto done;
-            pos += (Py_ssize_t)size;
-            if (pos > n) goto done;
-        }
-    }
+    pos = parse_header(p, n, version >= FLEXIBLE_FROM ? 2 : 1, &key, &version, &correlation_id, &client_id);
+    if (pos < 0) goto done;
 
     /* the body */
     Py_ssize_t name_size;
@@ -311,6 +382,9 @@ static PyMethodDef methods[] = {
     {"cut", cut, METH_VARARGS,
      "cut(data, pos, max_size, frames): append each whole frame from data[pos:] to the list frames, "
      "as bytes; where it stopped."},
+    {"read_header", read_header, METH_VARARGS,
+     "read_header(table, header_type, frame): (header_type(api_key, api_version, correlation_id, client_id), "
+     "where the body starts) of a request whose header version the table gives, or None."},
     {"read_frame", read_frame, METH_VARARGS,
      "read_frame(header_type, request_type, frame): (header, request) of a common Produce frame "
      "(one partition, no transactional id, v3-9), or None."},

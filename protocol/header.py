@@ -4,14 +4,17 @@ Invariant: request header v0 = api_key, api_version, correlation_id (ControlledS
 v0 only); v1 adds a NULLABLE_STRING client_id; v2 adds a tagged-field section (client_id
 stays a classic int16 string). Flexible API versions use request header v2 and response
 header v1 (correlation_id + tagged fields), except ApiVersions responses, which always
-use response header v0. Nothing here adds the int32 frame-size prefix.
+use response header v0. Nothing here adds the int32 frame-size prefix. ``header_reader`` is
+``decode_request_header`` in C where that is built (``tests/unit/test_protocol_header.py`` holds
+the two to the same answers).
 """
 from __future__ import annotations
 
 import io
 import struct
+from functools import partial
 from types import ModuleType
-from typing import Any, Mapping, NamedTuple
+from typing import Any, Callable, Mapping, NamedTuple
 
 from .errors import ErrorCode, KafkaError
 from .primitives import KafkaString, uvarint_at, write_tagged_section
@@ -136,6 +139,32 @@ def decode_request_header(frame: bytes | bytearray | memoryview) -> tuple[Reques
     except Exception as exc:
         raise KafkaError(ErrorCode.INVALID_REQUEST, f"malformed request header: {exc}") from None
     return _new_tuple(RequestHeader, (api_key, api_version, correlation_id, client_id)), offset
+
+
+HEADER_TABLE_VERSIONS = 32   # versions per api key in request_header_table (_frames.c's TABLE_VERSIONS)
+HeaderReader = Callable[[bytes | memoryview], "tuple[RequestHeader, int] | None"]
+
+
+def request_header_table() -> bytes:
+    """The request header version of each declared version of each known API, at byte
+    ``api_key * HEADER_TABLE_VERSIONS + api_version``; 255 where there is none."""
+    from .apis import API_BY_KEY
+    table = bytearray(b"\xff" * (HEADER_TABLE_VERSIONS * (max(API_BY_KEY) + 1)))
+    for key, api in API_BY_KEY.items():
+        for version in range(api.MIN_VERSION, min(api.MAX_VERSION, HEADER_TABLE_VERSIONS - 1) + 1):
+            table[key * HEADER_TABLE_VERSIONS + version] = _request_header_version(key, version)
+    return bytes(table)
+
+
+def header_reader() -> HeaderReader | None:
+    """``decode_request_header`` in C (``_frames.c:read_header``) for the known APIs' declared
+    versions, answering exactly as it does, or None for any frame it leaves to it (another key or
+    version, a header that does not decode: its error is the Python reader's); None when not built."""
+    try:
+        from ._frames import read_header
+    except ImportError:
+        return None
+    return partial(read_header, request_header_table(), RequestHeader)
 
 
 def _after_tagged_section(buf: bytes | memoryview, offset: int) -> int:

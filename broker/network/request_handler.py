@@ -26,7 +26,8 @@ from twisted.python.failure import Failure
 
 from odradek.protocol.apis.fetch import API_KEY as FETCH_KEY
 from odradek.protocol.errors import ErrorCode, KafkaError
-from odradek.protocol.header import RequestHeader, decode_request_header, encode_response, encode_response_parts
+from odradek.protocol.header import (RequestHeader, decode_request_header, encode_response, encode_response_parts,
+                                     header_reader)
 from odradek.protocol.produce_one import PRODUCE_FRAME, OnePartitionProduce, read_produce_frame
 from odradek.protocol.schema import EncodeError
 
@@ -53,6 +54,7 @@ class RequestHandler:
         self.ctx = ctx
         self.handlers = apis.HANDLERS if handlers is None else handlers
         self._ranges: dict[ModuleType, tuple[int, int]] = {}   # a handler module -> its version range
+        self._read_header = header_reader()   # decode_request_header in C, when built
 
     def handle(self, frame: bytes | memoryview, listener: str = "PLAINTEXT", peer: str = "", principal: str = "User:ANONYMOUS",
                token_authenticated: bool = False, throttle: Throttle | None = None) -> bytes | list | None | defer.Deferred:
@@ -64,10 +66,14 @@ class RequestHandler:
             header, one = common
             offset = -1   # (not needed: the body is read)
         else:
-            try:
-                header, offset = decode_request_header(frame)
-            except KafkaError as e:
-                raise CloseConnection(f"malformed request header ({e})") from None
+            read = self._read_header
+            got = None if read is None else read(frame)
+            if got is None:   # (the C reader leaves the frames it does not read to the Python one)
+                try:
+                    got = decode_request_header(frame)
+                except KafkaError as e:
+                    raise CloseConnection(f"malformed request header ({e})") from None
+            header, offset = got
         module = self.handlers.get(header.api_key)
         if module is None:
             raise CloseConnection(f"unknown API key {header.api_key}")

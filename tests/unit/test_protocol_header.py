@@ -1,19 +1,22 @@
-"""Request/response headers: versions per API, golden bytes, garbage."""
+"""Request/response headers: versions per API, golden bytes, garbage; the request header read in C
+(``_frames.c:read_header``) answers as the Python reader does, or leaves the frame to it."""
 from __future__ import annotations
 
 import struct
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given, settings, strategies as st
 
+from odradek.protocol import _frames
 from odradek.protocol.apis import (
-    api_versions, controlled_shutdown, fetch, leader_and_isr, metadata, produce,
+    API_BY_KEY, api_versions, controlled_shutdown, fetch, leader_and_isr, metadata, produce,
 )
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.header import (
-    RequestHeader, decode_request, decode_request_header, decode_response, encode_request,
-    encode_response, request_header_version, response_header_version,
+    HEADER_TABLE_VERSIONS, RequestHeader, decode_request, decode_request_header, decode_response, encode_request,
+    encode_response, header_reader, request_header_table, request_header_version, response_header_version,
 )
+from odradek.protocol.primitives import encode_uvarint
 
 
 @pytest.mark.parametrize("key, version, expected", [
@@ -92,6 +95,69 @@ def test_garbage_headers(frame):
     with pytest.raises(KafkaError) as info:
         decode_request_header(frame)
     assert info.value.code == ErrorCode.INVALID_REQUEST
+
+
+READ_HEADER = header_reader()
+KNOWN = sorted((key, version) for key, api in API_BY_KEY.items()
+               for version in range(api.MIN_VERSION, api.MAX_VERSION + 1))
+
+
+def python_answer(frame: bytes | memoryview) -> tuple[RequestHeader, int] | str:
+    try:
+        return decode_request_header(frame)
+    except KafkaError:
+        return "error"
+
+
+@st.composite
+def header_frames(draw) -> bytes:
+    """A known API version's request header as a client writes it (a client id, maybe null or not
+    UTF-8; v2 with tagged fields), then a body, then maybe cut, flipped or extended; sometimes
+    another key or version."""
+    key, version = draw(st.sampled_from(KNOWN))
+    if draw(st.integers(0, 9)) == 0:
+        key, version = draw(st.integers(-2, 70)), draw(st.integers(-2, 40))
+    frame = bytearray(struct.pack(">hhi", key, version, draw(st.integers(-(1 << 31), (1 << 31) - 1))))
+    header_version = request_header_version(key, version)
+    if header_version >= 1:
+        client = draw(st.none() | st.binary(max_size=8) | st.text(max_size=8).map(str.encode))
+        frame += struct.pack(">h", -1) if client is None else struct.pack(">h", len(client)) + client
+    if header_version >= 2:
+        tags = draw(st.lists(st.tuples(st.integers(0, 300), st.binary(max_size=5)), max_size=2))
+        frame += encode_uvarint(len(tags)) + b"".join(
+            encode_uvarint(tag) + encode_uvarint(len(value)) + value for tag, value in tags)
+    frame += draw(st.binary(max_size=6))
+    how = draw(st.sampled_from(["none", "none", "cut", "flip"]))
+    at = draw(st.integers(0, len(frame)))
+    if how == "cut":
+        del frame[at:]
+    elif how == "flip" and at < len(frame):
+        frame[at] ^= draw(st.integers(1, 255))
+    return bytes(frame)
+
+
+@settings(max_examples=500, deadline=None)
+@given(header_frames())
+def test_the_request_header_read_in_c_is_the_python_readers_or_left_to_it(frame):
+    assert READ_HEADER is not None   # built: the broker reads headers with it
+    want = python_answer(frame)
+    for data in (frame, memoryview(bytearray(frame))):
+        got = READ_HEADER(data)
+        if got is not None:
+            assert got == want and type(got[0]) is RequestHeader
+        elif want != "error":   # a header it declines is one of an unknown key or version
+            header = want[0]
+            assert (header.api_key, header.api_version) not in KNOWN
+
+
+def test_the_header_table_is_request_header_version_for_every_known_version():
+    table = request_header_table()
+    for key, version in KNOWN:
+        assert table[key * HEADER_TABLE_VERSIONS + version] == request_header_version(key, version)
+    assert sum(1 for b in table if b != 255) == len(KNOWN)
+    assert READ_HEADER is not None and READ_HEADER.func is _frames.read_header
+    with pytest.raises(TypeError):
+        _frames.read_header(table, dict, b"\x00" * 10)
 
 
 @given(st.binary(max_size=64))
