@@ -3,9 +3,9 @@ transactional id, version 3-9), and its answer when it carries no message.
 
 Invariant: ``read_produce_frame`` returns the request header and ``read_one_partition``'s answer
 for a Produce frame of that shape whose header decodes, and None for every other frame; it never
-raises. It runs in C (``_frames.c``) when that is built, which
-``tests/unit/test_produce_one.py`` holds to the Python reader here. ``read_one_partition`` returns exactly the fields the declared ProduceRequest codec
-decodes from the same bytes, or None for every other frame (another shape, a transactional id,
+raises. It runs in C (``_frames.c``) when that is built, which ``tests/unit/test_produce_one.py``
+holds to the Python reader here. ``read_one_partition`` returns exactly the fields the declared
+ProduceRequest codec decodes from the same bytes, or None for every other frame (another shape, a transactional id,
 unknown tagged fields, a malformed or over-long body); it never raises and reads nothing past the
 frame. The broker answers None by decoding the frame the general way, so a decline costs a
 microsecond and changes no answer. ``encode_one_response`` writes exactly the bytes the declared
