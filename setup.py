@@ -4,8 +4,9 @@ and the same work runs in Python, only slower.
 - protocol/_records.c: the records section of a RecordBatch v2, which the broker validates
   produced batches with and every reader of batches decodes records with (the Python walks:
   broker/log/validator.py, protocol/records.py).
-- protocol/_frames.c: request frames cut out of a stream and the common Produce frame read, as
-  protocol/connection.py and protocol/produce_one.py do in Python."""
+- protocol/_frames.c: request frames cut out of a stream, request headers read, and the common
+  Produce read and answered, as protocol/connection.py, protocol/header.py and
+  protocol/produce_one.py do in Python."""
 from setuptools import Extension, setup
 
 setup(ext_modules=[Extension("odradek.protocol._records", ["protocol/_records.c"], optional=True),

@@ -5,9 +5,9 @@ Invariant: ``read_produce_frame`` returns the request header and ``read_one_part
 for a Produce frame of that shape whose header decodes, and None for every other frame; it never
 raises. It runs in C (``_frames.c``) when that is built, which ``tests/unit/test_produce_one.py``
 holds to the Python reader here. ``read_one_partition`` returns exactly the fields the declared
-ProduceRequest codec decodes from the same bytes, or None for every other frame (another shape, a transactional id,
-unknown tagged fields, a malformed or over-long body); it never raises and reads nothing past the
-frame. The broker answers None by decoding the frame the general way, so a decline costs a
+ProduceRequest codec decodes from the same bytes, or None for every other frame (another shape, a
+transactional id, unknown tagged fields, a malformed or over-long body); it never raises and reads
+nothing past the frame. The broker answers None by decoding the frame the general way, so a decline costs a
 microsecond and changes no answer. ``encode_one_response`` writes exactly the bytes the declared
 ProduceResponse codec writes for one topic of one partition without record errors or an error
 message, and a throttle of 0 (``tests/unit/test_produce_one.py`` holds both to the declared codec);
@@ -20,8 +20,9 @@ import struct
 from functools import partial
 from typing import Callable, NamedTuple
 
+from .apis import produce as _PRODUCE
 from .errors import KafkaError
-from .header import RequestHeader, decode_request_header
+from .header import EncodedBody, RequestHeader, decode_request_header, encode_response
 from .primitives import encode_uvarint, uvarint_at
 
 FIRST_VERSION = 3     # v0-2 may carry magic 0/1 message sets: the general path takes them
@@ -98,9 +99,8 @@ def _read_frame_py(frame: bytes | memoryview) -> tuple[RequestHeader, OnePartiti
 
 def _encode_answer_py(version: int, correlation_id: int, topic: str, index: int, error_code: int, base_offset: int,
                       log_append_time_ms: int, log_start_offset: int) -> bytes:
-    head = _I32.pack(correlation_id) + (b"\x00" if version >= FLEXIBLE_FROM else b"")   # (v9: no tagged fields)
-    return head + encode_one_response(version, topic, index, error_code, base_offset, log_append_time_ms,
-                                      log_start_offset)
+    return encode_response(_PRODUCE, version, correlation_id, EncodedBody(encode_one_response(
+        version, topic, index, error_code, base_offset, log_append_time_ms, log_start_offset)))
 
 
 ReadFrame = Callable[[bytes | memoryview], "tuple[RequestHeader, OnePartitionProduce] | None"]
