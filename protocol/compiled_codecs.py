@@ -15,19 +15,31 @@ the views decoder's (``compile_decoder(..., views=True)``, for a lent frame): fr
 The generated code reads with a ``struct.Struct``'s ``unpack_from`` at a position in one ``bytes``
 object (runs of fixed-width fields in one call, each format compiled once), and writes a list of
 chunks joined once (a parts encoder leaves large RECORDS out of the join: ``compile_encoder``).
+Where the C module ``_codecs`` is built, the same codecs run in C from a program of nested tuples
+(``c_program``), three to six times faster; they answer as the generated Python does wherever they
+take an input, and raise for a few more (a mapping that is not a dict, an int for a float field),
+which the declared codec then answers. The tests run with both.
 """
 from __future__ import annotations
 
 import keyword
 import struct
 import uuid
+from functools import partial
 from itertools import groupby
+from types import ModuleType
 from typing import Any, Iterator
 
 from construct import Flag, FormatField
 
 from .primitives import KafkaArray, KafkaBytes, KafkaRecords, KafkaString, Uuid, encode_uvarint, uvarint_at
 from .schema import Decoder, KafkaStruct, _Slot
+
+_codecs: ModuleType | None
+try:
+    from . import _codecs
+except ImportError:   # built without a C compiler: the generated Python codecs run
+    _codecs = None
 
 _SMALL = tuple(bytes((i,)) for i in range(128))
 
@@ -219,7 +231,52 @@ def _decode_struct(src: _Source, d: int, ks: KafkaStruct, out: str) -> None:
 def compile_decoder(ks: KafkaStruct, name: str, views: bool = False) -> Decoder:
     """A function ``(data, pos) -> (Struct, end)`` reading one ``ks`` from ``data`` at ``pos``,
     a ``bytes``; with ``views``, from a ``memoryview``, whose RECORDS fields it leaves views into
-    ``data`` (every other field is what the ``bytes`` decoder gives)."""
+    ``data`` (every other field is what the ``bytes`` decoder gives). It runs in C
+    (``protocol/_codecs.c``) where that is built, else it is ``compile_python_decoder``'s."""
+    if _codecs is not None:
+        try:
+            return partial(_codecs.decode, c_program(ks), views)
+        except TypeError:
+            pass   # a type the C codec does not know: the generated Python reads it
+    return compile_python_decoder(ks, name, views)
+
+
+# codes of the ops of a C program (protocol/_codecs.c)
+_FIXED_CODES = {"b": 0, "h": 1, "i": 2, "l": 2, "q": 3, "?": 4, "d": 5}
+_UUID, _STRING, _BYTES, _RECORDS, _ARRAY, _STRUCT = range(6, 12)
+_ZERO_UUID = uuid.UUID(int=0)
+
+
+def c_program(ks: KafkaStruct) -> tuple[Any, ...]:
+    """The program ``_codecs.decode`` and ``_codecs.encode`` read and write ``ks`` by (its layout:
+    ``protocol/_codecs.c``); TypeError for a struct holding a type they do not know."""
+    slots = list(ks.absent) + list(ks.tagged)
+    return (ks.record, ks.flexible, tuple(_op(slot.con) for slot in ks.wire),
+            tuple(slot.name for slot in list(ks.wire) + slots),
+            tuple((slot.fresh_default, None) if slot.mutable else (None, slot.default) for slot in slots),
+            tuple(slot.default for slot in ks.wire), tuple((slot.name, slot.default) for slot in ks.tagged))
+
+
+def _op(con: Any) -> tuple[int, bool, bool, Any]:
+    char = _fixed_char(con)
+    if char in _FIXED_CODES:
+        return _FIXED_CODES[char], False, False, None
+    if isinstance(con, Uuid):
+        return _UUID, False, False, (uuid.UUID, _ZERO_UUID)   # (UUIDs are immutable: one zero is shared)
+    if isinstance(con, KafkaStruct):
+        return _STRUCT, False, False, c_program(con)
+    if isinstance(con, KafkaArray):
+        code, argument = _ARRAY, _op(con.element)
+    elif isinstance(con, (KafkaString, KafkaBytes)):
+        code = _RECORDS if isinstance(con, KafkaRecords) else _BYTES if isinstance(con, KafkaBytes) else _STRING
+        argument = None
+    else:
+        raise TypeError(f"no C codec for {con!r}")
+    return code, bool(con.compact), bool(con.nullable), argument
+
+
+def compile_python_decoder(ks: KafkaStruct, name: str, views: bool = False) -> Decoder:
+    """``compile_decoder`` as generated Python."""
     src = _Source(views)
     src.emit(0, "def decode(data, pos):")
     src.emit(1, "size = len(data)")
@@ -327,7 +384,19 @@ def compile_encoder(ks: KafkaStruct, name: str, parts: bool = False) -> Any:
     take defaults), joined once: a response's header goes in front without another copy of a
     fetch's records. With ``parts``, RECORDS of at least ``LARGE_PART`` bytes are not joined: the
     function then returns the list of parts (the joined bytes before each such records value, the
-    value itself, the joined bytes after), whose concatenation is what it would have returned."""
+    value itself, the joined bytes after), whose concatenation is what it would have returned.
+    It runs in C (``protocol/_codecs.c``) where that is built, else it is
+    ``compile_python_encoder``'s."""
+    if _codecs is not None:
+        try:
+            return partial(_codecs.encode, c_program(ks), LARGE_PART if parts else 0)
+        except TypeError:
+            pass   # a type the C codec does not know: the generated Python writes it
+    return compile_python_encoder(ks, name, parts)
+
+
+def compile_python_encoder(ks: KafkaStruct, name: str, parts: bool = False) -> Any:
+    """``compile_encoder`` as generated Python."""
     src = _Source()
     src.parts = parts
     src.names["MISSING"] = object()

@@ -6,12 +6,15 @@ own declaration encode to the same bytes and decode to the same Struct (keys, or
 types) through both, and the compiled codec takes every such body without tagged fields (so it is
 really used); from a memoryview, the views decoder gives the same with RECORDS fields left views
 into it (and nothing else a view); bytes flipped, cut or extended, tagged fields and values the wire cannot hold get
-from ``Message.decode``/``encode`` exactly the declared codec's answer or error.
+from ``Message.decode``/``encode`` exactly the declared codec's answer or error. Each test runs
+twice: with the compiled codecs in C (``protocol/_codecs.c``, which every message is read and
+written by where it is built) and with the generated Python that stands in for them.
 """
 from __future__ import annotations
 
 import copy
 import pickle
+from functools import partial
 from typing import Any, Callable
 
 import pytest
@@ -19,7 +22,7 @@ from construct import Flag, FormatField
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from odradek.broker.group import assignment_protocol
-from odradek.protocol import group_records, txn_records
+from odradek.protocol import compiled_codecs, group_records, txn_records
 from odradek.protocol.apis import API_BY_KEY
 from odradek.protocol.errors import KafkaError
 from odradek.protocol.compiled_codecs import LARGE_PART
@@ -33,6 +36,34 @@ MESSAGES: list[Message] = [m for api in API_BY_KEY.values() for m in (api.Reques
 ]
 RANGES = {"b": 8, "h": 16, "i": 32, "l": 32, "q": 64}
 SETTINGS = settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
+
+
+@pytest.fixture(autouse=True, params=["c", "python"])
+def compiled_in(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The compiled codecs in C, or (``python``) as the generated Python that runs without it."""
+    def forget() -> None:
+        for message in MESSAGES:
+            message._compiled.clear()
+            message._views.clear()
+            message._parts.clear()
+    if request.param == "python":
+        monkeypatch.setattr(compiled_codecs, "_codecs", None)
+    forget()
+    yield request.param
+    forget()
+
+
+def test_every_message_is_read_and_written_in_c(compiled_in: str) -> None:
+    if compiled_in == "python":
+        assert all(type(m.compiled(m.max_version)[0]) is not partial for m in MESSAGES)
+        return
+    from odradek.protocol import _codecs
+    for message in MESSAGES:
+        for version in _declared_versions(message):
+            decode, encode = message.compiled(version)
+            assert type(decode) is partial and decode.func is _codecs.decode
+            assert type(encode) is partial and encode.func is _codecs.encode
+            assert message.views_decoder(version).func is _codecs.decode
 
 
 def _declared_versions(message: Message) -> list[int]:

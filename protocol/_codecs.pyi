@@ -1,0 +1,6 @@
+"""Types of the compiled codecs in C (protocol/_codecs.c)."""
+from typing import Any
+
+def decode(program: tuple[Any, ...], views: bool, data: bytes | memoryview, pos: int, /) -> tuple[Any, int]: ...
+
+def encode(program: tuple[Any, ...], large_part: int, obj: Any, head: bytes = ..., /) -> bytes | list[Any]: ...
