@@ -19,6 +19,7 @@ from .structs import (
     IllegalStateError,
     KafkaTimeoutError,
     MemberDescription,
+    NewPartitions,
     NewTopic,
     NoOffsetForPartitionError,
     OffsetAndMetadata,
@@ -34,7 +35,7 @@ from .structs import (
 
 __all__ = [
     "Producer", "Consumer", "AdminClient", "TopicPartition", "ConsumerRecord", "RecordMetadata",
-    "NewTopic", "OffsetAndTimestamp", "KafkaError", "KafkaTimeoutError", "ErrorCode", "ClientConfig",
+    "NewTopic", "NewPartitions", "OffsetAndTimestamp", "KafkaError", "KafkaTimeoutError", "ErrorCode", "ClientConfig",
     "ConfigError", "ConsumerRebalanceListener", "OffsetAndMetadata", "CommitFailedError",
     "NoOffsetForPartitionError", "IllegalStateError", "GroupDescription", "MemberDescription",
     "RangeAssignor", "RoundRobinAssignor", "StickyAssignor", "ConsumerGroupMetadata", "ProducerFencedError",

@@ -1,6 +1,6 @@
 """AdminClient: topics through the controller, consumer groups through their coordinators.
 
-Invariant: CreateTopics and DeleteTopics go to the broker Metadata names as
+Invariant: CreateTopics, DeleteTopics and CreatePartitions go to the broker Metadata names as
 controller; a NOT_CONTROLLER answer (or a lost connection) refreshes metadata
 and retries just the affected topics until ``timeout_ms``. Errors follow
 kafka-python 2.1+: by default the call raises the first per-topic
@@ -17,6 +17,7 @@ import time
 from typing import Any, Callable, Iterable, Mapping, TypeVar
 
 from odradek.protocol.apis import alter_client_quotas as _alter_client_quotas
+from odradek.protocol.apis import create_partitions as _create_partitions
 from odradek.protocol.apis import create_topics as _create_topics
 from odradek.protocol.apis import delete_groups as _delete_groups
 from odradek.protocol.apis import delete_topics as _delete_topics
@@ -41,6 +42,7 @@ from .structs import (
     GroupDescription,
     KafkaTimeoutError,
     MemberDescription,
+    NewPartitions,
     NewTopic,
     OffsetAndMetadata,
     TopicPartition,
@@ -53,6 +55,9 @@ _COORD_RETRY = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_A
                           ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.NETWORK_EXCEPTION,
                           ErrorCode.REQUEST_TIMED_OUT})
 
+
+# where each controller request's response lists its topics' results
+_TOPIC_RESULTS = {_create_topics: "topics", _delete_topics: "responses", _create_partitions: "results"}
 
 _RESOURCE_TYPES = {"topic": 2, "broker": 4, "broker_logger": 8}
 _SOURCE_NAMES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG", 3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
@@ -102,7 +107,7 @@ class AdminClient(PartitionAdmin):
                     self._pool.drop(controller, exc)
                     retry = pending
                 else:
-                    entries = resp.topics if api is _create_topics else resp.responses
+                    entries = resp[_TOPIC_RESULTS[api]]
                     answered = set()
                     for t in entries:
                         answered.add(t.name)
@@ -165,6 +170,23 @@ class AdminClient(PartitionAdmin):
         with self._lock:
             return self._finish(self._controller_call(_delete_topics, names, body, timeout_ms), raise_errors)
 
+    def create_partitions(self, topic_partitions: Mapping[str, NewPartitions], timeout_ms: int | None = None,
+                          validate_only: bool = False, raise_errors: bool = True) -> dict[str, KafkaError | None]:
+        """Grow topics through the controller (CreatePartitions); errors as ``create_topics``'."""
+        timeout_ms = self.config["request.timeout.ms"] if timeout_ms is None else timeout_ms
+
+        def assignments(grow: NewPartitions) -> list[dict] | None:
+            return None if grow.new_assignments is None else [{"broker_ids": r} for r in grow.new_assignments]
+
+        def body(names: list[str]) -> dict:
+            return {"topics": [{"name": n, "count": topic_partitions[n].total_count,
+                                "assignments": assignments(topic_partitions[n])} for n in names],
+                    "timeout_ms": timeout_ms, "validate_only": validate_only}
+
+        with self._lock:
+            return self._finish(self._controller_call(_create_partitions, list(topic_partitions), body, timeout_ms),
+                                raise_errors)
+
     # -- metadata views ---------------------------------------------------------------
 
     def list_topics(self) -> list[str]:
@@ -173,7 +195,8 @@ class AdminClient(PartitionAdmin):
             return sorted(t for t, tm in self._cluster.topics.items() if tm.error == ErrorCode.NONE)
 
     def describe_topics(self, topics: Iterable[str] | None = None) -> list[dict[str, Any]]:
-        """kafka-python's shape: [{topic, error_code, is_internal, partitions: [{partition, leader, replicas, isr, ...}]}]."""
+        """kafka-python's shape: [{topic, error_code, is_internal, partitions: [{partition, leader, replicas, isr, ...}]}],
+        and each topic's ``topic_id`` (a ``uuid.UUID``, None where the broker sent none)."""
         with self._lock:
             if topics is None:
                 self._cluster.refresh(all_topics=True, allow_auto_create=False)
@@ -189,7 +212,7 @@ class AdminClient(PartitionAdmin):
                                 "is_internal": False, "partitions": []})
                     continue
                 out.append({
-                    "topic": name, "error_code": int(tm.error), "is_internal": tm.is_internal,
+                    "topic": name, "error_code": int(tm.error), "is_internal": tm.is_internal, "topic_id": tm.topic_id,
                     "partitions": [{
                         "partition": p.partition, "error_code": int(p.error), "leader": p.leader,
                         "leader_epoch": p.leader_epoch, "replicas": list(p.replicas), "isr": list(p.isr),

@@ -12,6 +12,7 @@ from __future__ import annotations
 import random
 import threading
 import time
+import uuid
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Callable, Iterable
@@ -51,6 +52,7 @@ class TopicMetadata:
     error: int
     is_internal: bool = False
     partitions: dict[int, PartitionMetadata] = field(default_factory=dict)
+    topic_id: uuid.UUID | None = None   # Metadata v10+; None before, or for the zero id
 
 
 class ClusterMetadata:
@@ -202,7 +204,9 @@ class ClusterMetadata:
                     tuple(p.replica_nodes), tuple(p.isr_nodes), tuple(p.offline_replicas), p.error_code)
                 for p in t.partitions
             }
-            topics[t.name] = TopicMetadata(t.name, t.error_code, t.is_internal, parts)
+            topic_id = t.get("topic_id")
+            topics[t.name] = TopicMetadata(t.name, t.error_code, t.is_internal, parts,
+                                           topic_id if topic_id is not None and topic_id.int else None)
         self.topics = topics
         self.last_refresh = time.monotonic()
         self.updates += 1

@@ -84,6 +84,18 @@ class NewTopic:
                 f"replication_factor={self.replication_factor}, topic_configs={self.topic_configs!r})")
 
 
+class NewPartitions:
+    """What a topic grows to: ``total_count`` partitions in all; ``new_assignments``, the broker
+    ids of each added partition in order (None: the controller places them)."""
+
+    def __init__(self, total_count: int, new_assignments: Sequence[Sequence[int]] | None = None) -> None:
+        self.total_count = total_count
+        self.new_assignments = None if new_assignments is None else [list(r) for r in new_assignments]
+
+    def __repr__(self) -> str:
+        return f"NewPartitions(total_count={self.total_count}, new_assignments={self.new_assignments!r})"
+
+
 class ConfigEntry(NamedTuple):
     """One config of a DescribeConfigs answer; ``source`` is Kafka's ConfigSource name
     (DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG, ...), ``synonyms`` (name, value,

@@ -1,27 +1,28 @@
-"""``odradek topics``: kafka-topics.sh --zookeeper, on kazoo.
+"""``odradek topics``: kafka-topics.sh, through ZooKeeper (``--zookeeper``, on kazoo) or through a
+broker's admin API (``--bootstrap-server``, ``odradek.client.topics_admin``).
 
-Invariant: flags, checks and output lines are kafka-topics.sh 2.8's (ZooKeeper
-mode); every user error (bad flags, bad name, existing or unknown topic, too
-few brokers, bad config, unreachable ZooKeeper) leaves as ONE line via
+Invariant: flags, checks and output lines are kafka-topics.sh 2.8's, in each mode as that tool
+has them there; every user error (bad flags, bad name, existing or unknown topic, too few
+brokers, bad config, unreachable ZooKeeper or broker, a broker's refusal) leaves as ONE line via
 ``CommandError`` (exit code 1), never a traceback.
 """
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import os
 import re
 import sys
 from contextlib import contextmanager
-from typing import Iterator, NoReturn
+from typing import Any, Iterator, NoReturn, Protocol, Sequence
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
 
 from odradek.protocol.errors import KafkaError
 from odradek.zk import topics as topic_rules
-from odradek.zk.admin import (AdminOperationError, AdminZkClient, PartitionDescription, TopicAlreadyMarkedForDeletion,
-                              TopicDescription, open_zk)
+from odradek.zk.admin import AdminOperationError, AdminZkClient, TopicAlreadyMarkedForDeletion, open_zk
 from odradek.zk.cli import CommandError
 
 ACTIONS = ("create", "list", "describe", "alter", "delete")
@@ -34,7 +35,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="odradek topics", description="Create, delete, describe, or change a topic "
-                                                   "(like kafka-topics.sh --zookeeper).")
+                                                   "(like kafka-topics.sh).")
     for action in ACTIONS:
         p.add_argument(f"--{action}", action="store_true")
     p.add_argument("--zookeeper", metavar="HOST:PORT[,...]",
@@ -55,7 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--under-min-isr-partitions", action="store_true")
     p.add_argument("--at-min-isr-partitions", action="store_true")
     p.add_argument("--topics-with-overrides", action="store_true")
-    p.add_argument("--bootstrap-server", help=argparse.SUPPRESS)
+    p.add_argument("--bootstrap-server", metavar="HOST:PORT", help="go through a broker's admin API")
+    p.add_argument("--command-config", metavar="FILE", help="client properties (security.protocol, "
+                   "sasl.mechanism, sasl.jaas.config, ssl.*) for --bootstrap-server")
     return p
 
 
@@ -130,16 +133,23 @@ def check_args(args: argparse.Namespace) -> str:
     if len(actions) != 1:
         raise CommandError("Command must include exactly one action: --list, --describe, --create, --alter or --delete")
     action = actions[0]
-    if args.bootstrap_server:
-        raise CommandError("odradek topics works through ZooKeeper only: use --zookeeper, not --bootstrap-server")
+    broker = bool(args.bootstrap_server)
+    if broker and args.zookeeper:
+        raise CommandError("Only one of --bootstrap-server or --zookeeper must be specified")
+    if args.command_config and not broker:
+        raise CommandError("--command-config can only be used with --bootstrap-server")
     if action in ("create", "alter", "delete") and not args.topic:
         raise CommandError('Missing required argument "[topic]"')
+    if action == "describe" and args.if_exists and not args.topic:
+        raise CommandError('Missing required argument "[topic]"')
+    if broker and args.delete_config:
+        raise CommandError('Option "[delete-config]" can\'t be used with option "[bootstrap-server]"')
     if action == "create":
         if args.replica_assignment:
             if args.partitions is not None or args.replication_factor is not None:
                 raise CommandError('Option "[replica-assignment]" can\'t be used with option "[partitions]" '
                                    'or "[replication-factor]"')
-        else:
+        elif not broker:   # (through a broker, the cluster's num.partitions and default.replication.factor)
             if args.partitions is None:
                 raise CommandError('Missing required argument "[partitions]"')
             if args.replication_factor is None:
@@ -147,6 +157,12 @@ def check_args(args: argparse.Namespace) -> str:
         if args.if_exists or args.delete_config:
             raise CommandError("--if-exists and --delete-config can't be used with --create")
     elif action == "alter":
+        if broker and args.config:
+            raise CommandError('Option combination "[bootstrap-server],[config]" can\'t be used with option '
+                               '"[alter]" (the kafka-configs CLI supports altering topic configs with a '
+                               '--bootstrap-server option)')
+        if broker and args.partitions is None:
+            raise CommandError('Missing required argument "[partitions]"')
         if args.partitions is None and not args.config and not args.delete_config:
             raise CommandError("--alter needs --partitions, --config or --delete-config")
         if args.replication_factor is not None:
@@ -160,10 +176,11 @@ def check_args(args: argparse.Namespace) -> str:
 
 # ---------------------------------------------------------------- actions
 
-def do_create(admin: AdminZkClient, args: argparse.Namespace) -> None:
-    topic = args.topic
-    topic_rules.validate_topic_name(topic)
-    warning = topic_rules.collision_warning(topic)
+def _creation(args: argparse.Namespace) -> tuple[dict[str, str], dict[int, list[int]] | None]:
+    """What both modes check and say before creating a topic: its name, the collision and
+    message.format.version warnings; its configs and replica assignment."""
+    topic_rules.validate_topic_name(args.topic)
+    warning = topic_rules.collision_warning(args.topic)
     if warning:
         print(warning)
     config = parse_configs(args.config)
@@ -171,7 +188,12 @@ def do_create(admin: AdminZkClient, args: argparse.Namespace) -> None:
         print(f"WARNING: The configuration message.format.version={config['message.format.version']} is specified. "
               "This configuration will be ignored if the version is newer than the inter.broker.protocol.version "
               "specified in the broker.")
-    assignment = parse_replica_assignment(args.replica_assignment) if args.replica_assignment else None
+    return config, parse_replica_assignment(args.replica_assignment) if args.replica_assignment else None
+
+
+def do_create(admin: AdminZkClient, args: argparse.Namespace) -> None:
+    topic = args.topic
+    config, assignment = _creation(args)
     try:
         admin.create_topic(topic, args.partitions, args.replication_factor, config, assignment)
     except KafkaError as exc:
@@ -230,8 +252,49 @@ def do_alter(admin: AdminZkClient, args: argparse.Namespace) -> None:
             print("Adding partitions succeeded!")
 
 
-def describe_lines(desc: TopicDescription, live: set[int], args: argparse.Namespace) -> list[str]:
-    """kafka-topics --describe lines for one topic (ZooKeeper mode)."""
+class ShownPartition(Protocol):
+    """A partition as --describe shows it (``zk.admin.PartitionDescription``,
+    ``client.topics_admin.AdminPartition``)."""
+    @property
+    def partition(self) -> int: ...
+    @property
+    def leader(self) -> int | None: ...
+    @property
+    def replicas(self) -> list[int]: ...
+    @property
+    def isr(self) -> list[int]: ...
+
+
+class ShownTopic(Protocol):
+    """A topic as --describe shows it (``zk.admin.TopicDescription``, ``client.topics_admin.AdminTopic``)."""
+    @property
+    def name(self) -> str: ...
+    @property
+    def topic_id(self) -> str | None: ...
+    @property
+    def partitions(self) -> Sequence[ShownPartition]: ...
+    @property
+    def config(self) -> dict[str, str]: ...
+    @property
+    def marked_for_deletion(self) -> bool: ...
+
+
+Moving = dict[int, tuple[list[int], list[int]]]   # partition -> (adding, removing) replicas
+
+
+def _replication_factor(p: ShownPartition, moving: Moving) -> int:
+    """kafka-topics' count: while a reassignment moves replicas, those being added do not count."""
+    adding, removing = moving.get(p.partition, ([], []))
+    if set(p.replicas) & (set(adding) | set(removing)):
+        return len(set(p.replicas) - set(adding))
+    return len(p.replicas)
+
+
+def describe_lines(desc: ShownTopic, live: set[int], args: argparse.Namespace, min_isr: int | None,
+                   moving: Moving | None = None) -> list[str]:
+    """kafka-topics --describe lines for one topic: ``min_isr`` is its min.insync.replicas where
+    known, ``moving`` its reassignments in progress (only through a broker)."""
+    moving = moving or {}
     partition_filters = (args.under_replicated_partitions or args.unavailable_partitions
                          or args.under_min_isr_partitions or args.at_min_isr_partitions)
     describe_configs = not partition_filters
@@ -241,22 +304,28 @@ def describe_lines(desc: TopicDescription, live: set[int], args: argparse.Namesp
     if describe_configs and (not args.topics_with_overrides or desc.config):
         configs = ",".join(f"{k}={v}" for k, v in desc.config.items())
         topic_id = f"\tTopicId: {desc.topic_id}" if desc.topic_id else ""
+        replication_factor = _replication_factor(desc.partitions[0], moving) if desc.partitions else 0
         lines.append(f"Topic: {desc.name}{topic_id}\tPartitionCount: {len(desc.partitions)}"
-                     f"\tReplicationFactor: {desc.replication_factor}\tConfigs: {configs}{deletion}")
+                     f"\tReplicationFactor: {replication_factor}\tConfigs: {configs}{deletion}")
     if describe_partitions:
-        min_isr = int(desc.config["min.insync.replicas"]) if "min.insync.replicas" in desc.config else None
-        for p in desc.partitions:
-            if describe_configs or _partition_selected(p, live, min_isr, args):
+        for p in sorted(desc.partitions, key=lambda p: p.partition):
+            if describe_configs or _partition_selected(p, live, min_isr, moving, args):
+                reassigning = ""
+                if p.partition in moving:
+                    adding, removing = moving[p.partition]
+                    reassigning = (f"\tAdding Replicas: {','.join(map(str, adding))}"
+                                   f"\tRemoving Replicas: {','.join(map(str, removing))}")
                 lines.append(f"\tTopic: {desc.name}\tPartition: {p.partition}"
                              f"\tLeader: {p.leader if p.leader is not None else 'none'}"
                              f"\tReplicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isr))}"
-                             f"{deletion}")
+                             f"{reassigning}{deletion}")
     return lines
 
 
-def _partition_selected(p: PartitionDescription, live: set[int], min_isr: int | None, args: argparse.Namespace) -> bool:
-    return ((args.under_replicated_partitions and p.under_replicated)
-            or (args.unavailable_partitions and p.unavailable(live))
+def _partition_selected(p: ShownPartition, live: set[int], min_isr: int | None, moving: Moving,
+                        args: argparse.Namespace) -> bool:
+    return ((args.under_replicated_partitions and _replication_factor(p, moving) > len(p.isr))
+            or (args.unavailable_partitions and (p.leader is None or p.leader not in live))
             or (args.under_min_isr_partitions and (p.leader is None or (min_isr is not None and len(p.isr) < min_isr)))
             or (args.at_min_isr_partitions and min_isr is not None and len(p.isr) == min_isr))
 
@@ -271,11 +340,92 @@ def do_describe(admin: AdminZkClient, args: argparse.Namespace) -> None:
         except KafkaError:
             print(f"Topic {topic} doesn't exist!")
             continue
-        for line in describe_lines(desc, live, args):
+        min_isr = int(desc.config["min.insync.replicas"]) if "min.insync.replicas" in desc.config else None
+        for line in describe_lines(desc, live, args, min_isr):
             print(line)
 
 
 HANDLERS = {"create": do_create, "list": do_list, "delete": do_delete, "alter": do_alter, "describe": do_describe}
+
+
+# ---------------------------------------------------------------- actions through a broker
+# (kafka-topics.sh's AdminClientTopicService: ``admin`` is odradek.client.topics_admin.TopicsAdmin)
+
+def create_through_broker(admin: Any, args: argparse.Namespace) -> None:
+    if args.replication_factor is not None and not 1 <= args.replication_factor <= 32767:
+        raise CommandError("The replication factor must be between 1 and 32767 inclusive")
+    if args.partitions is not None and args.partitions < 1:
+        raise CommandError("The partitions must be greater than 0")
+    config, assignment = _creation(args)
+    try:
+        admin.create(args.topic, args.partitions, args.replication_factor, config, assignment)
+    except KafkaError as exc:
+        if args.if_not_exists and exc.code.name == "TOPIC_ALREADY_EXISTS":
+            return
+        raise
+    print(f"Created topic {args.topic}.")
+
+
+def list_through_broker(admin: Any, args: argparse.Namespace) -> None:
+    print("\n".join(select_topics(admin.topics(), args.topic, args.exclude_internal)))
+
+
+def delete_through_broker(admin: Any, args: argparse.Namespace) -> None:
+    topics = select_topics(admin.topics(), args.topic, args.exclude_internal)
+    ensure_topics(topics, args.topic, not args.if_exists)
+    _refuse_internal(topics, "Topic {} is a kafka internal topic and is not allowed to be marked for deletion.")
+    if topics:
+        admin.delete(topics)
+
+
+def alter_through_broker(admin: Any, args: argparse.Namespace) -> None:
+    topics = select_topics(admin.topics(), args.topic, args.exclude_internal)
+    ensure_topics(topics, args.topic, not args.if_exists)
+    _refuse_internal(topics, "The number of partitions for the internal topic {} cannot be changed.")
+    if topics:
+        admin.add_partitions(topics, args.partitions, parse_replica_assignment(args.replica_assignment)
+                             if args.replica_assignment else None)
+
+
+def describe_through_broker(admin: Any, args: argparse.Namespace) -> None:
+    topics = select_topics(admin.topics(), args.topic, args.exclude_internal)
+    ensure_topics(topics, args.topic, not args.if_exists)
+    if topics:
+        live, described = admin.describe(topics)
+        for desc in described:
+            for line in describe_lines(desc, live, args, desc.min_isr, desc.moving):
+                print(line)
+
+
+def _refuse_internal(topics: list[str], message: str) -> None:
+    """What the ZooKeeper mode refuses, refused through a broker too, before anything changes
+    (kafka-topics.sh 2.8 lets DeleteTopics and CreatePartitions reach the broker, which takes
+    them: a deleted __consumer_offsets loses every group's offsets)."""
+    internal = [t for t in topics if topic_rules.is_internal(t)]
+    if internal:
+        raise CommandError(message.format(internal[0]))
+
+
+THROUGH_BROKER = {"create": create_through_broker, "list": list_through_broker, "delete": delete_through_broker,
+                  "alter": alter_through_broker, "describe": describe_through_broker}
+
+
+def through_broker(action: str, args: argparse.Namespace) -> None:
+    """Run ``action`` through the broker at --bootstrap-server; a refusal is one CommandError line."""
+    backend = importlib.import_module("odradek.client.topics_admin")
+    try:
+        admin = backend.TopicsAdmin(args.bootstrap_server, args.command_config)
+        try:
+            THROUGH_BROKER[action](admin, args)
+        finally:
+            admin.close()
+    except KafkaError as exc:   # the broker's message, without the topic name the client puts in front
+        message = (exc.message or "").removeprefix(f"{args.topic}: ")
+        raise CommandError(message or exc.code.name) from None
+    except backend.USER_ERRORS as exc:
+        raise CommandError(str(exc)) from None
+    finally:
+        sys.stdout.flush()
 
 
 @contextmanager
@@ -308,6 +458,9 @@ def zookeeper_session(zookeeper: str | None, timeout: float) -> Iterator[KazooCl
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     action = check_args(args)
+    if args.bootstrap_server:
+        through_broker(action, args)
+        return 0
     with zookeeper_session(args.zookeeper, args.zookeeper_timeout) as zk:
         HANDLERS[action](AdminZkClient(zk), args)
     return 0
