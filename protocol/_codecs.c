@@ -263,6 +263,8 @@ static int reserve(Writer *w, Py_ssize_t n) {
 }
 
 static int put(Writer *w, const void *data, Py_ssize_t n) {
+    if (n == 0)
+        return 0;
     if (reserve(w, n) < 0)
         return -1;
     memcpy(w->p + w->len, data, n);

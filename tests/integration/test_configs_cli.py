@@ -351,6 +351,21 @@ def test_bootstrap_server_mode_over_sasl_with_a_command_config(secured, tmp_path
           "--describe", "--entity-type", "users", fragment="cannot read")
 
 
+def test_topics_through_the_sasl_listener_with_a_command_config(secured, tmp_path):
+    """``odradek topics --bootstrap-server`` logs in as the admin client configured by its file."""
+    props = tmp_path / "admin.properties"
+    props.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\n"
+                     f"sasl.jaas.config={ADMIN_JAAS}\n")
+    topic = unique("secured-topic")
+    common = ("--bootstrap-server", secured.sasl, "--command-config", str(props))
+    r = subprocess.run([ODRADEK, "topics", *common, "--create", "--topic", topic, "--partitions", "2",
+                        "--replication-factor", "2"], capture_output=True, text=True, timeout=60)
+    assert (r.returncode, r.stdout, r.stderr) == (0, f"Created topic {topic}.\n", "")
+    r = subprocess.run([ODRADEK, "topics", *common, "--list", "--topic", topic], capture_output=True, text=True,
+                       timeout=60)
+    assert (r.returncode, r.stdout, r.stderr) == (0, f"{topic}\n", "")
+
+
 def test_delegation_tokens_are_disabled_without_a_secret_key(secured):
     """This cluster sets no delegation.token.secret.key: every token request over SASL answers 61."""
     from odradek.client import AdminClient
