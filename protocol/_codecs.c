@@ -1,23 +1,34 @@
-/* odradek.protocol._codecs: the compiled decoders of protocol/compiled_codecs.py, run in C.
+/* odradek.protocol._codecs: the compiled codecs of protocol/compiled_codecs.py, run in C.
 
    decode(program, views, data, pos) reads one struct from the buffer `data` at `pos` and returns
    (struct, end), exactly what the generated Python decoder of the same message version returns
-   (compiled_codecs.py:compile_decoder), or raises ValueError wherever that decoder raises
-   anything. It never reads outside `data`. Message.decode then leaves the input to the declared
-   construct codec, whose answer or error is the canonical one, as it does for the Python decoder;
-   so this module can only be faster, never different. tests/unit/test_compiled_codecs.py holds
-   it to both decoders, on every version of every declared message, as bytes and as views.
+   (compiled_codecs.py:compile_python_decoder), or raises wherever that decoder raises anything.
+   It never reads outside `data`.
 
-   `program` is a struct's program, built once per message version by
-   compiled_codecs.py:decode_program:
+   encode(program, large_part, obj, head=b'') returns head followed by obj written as the struct,
+   exactly what the generated Python encoder returns (compiled_codecs.py:compile_python_encoder;
+   with large_part > 0, its parts encoder: RECORDS of at least large_part bytes left apart, as the
+   list of parts), or raises wherever that encoder raises, and for a few inputs more that it takes
+   (a mapping that is not a dict or a Struct, a number that is not an int where an integer is
+   declared, nor a float or an int where a float is).
 
-       struct:  (record_class, flexible, fields, names, defaults)
+   Message.decode / encode then leave what raised to the declared construct codec, whose answer
+   or error is the canonical one, as they do for the generated Python; so this module can only be
+   faster, never different. tests/unit/test_compiled_codecs.py holds it to the declared codecs on
+   every version of every declared message, as bytes and as views, as it holds the generated Python.
+
+   `program` is a struct's program, built once per message version by compiled_codecs.py:c_program:
+
+       struct:  (record_class, flexible, fields, names, fresh, wire_defaults, tagged)
                 fields: one op per wire field, in wire order;
                 names: every field's name, wire ones first, then the absent and tagged ones
                        (the order the decoded struct's keys take);
-                defaults: per absent or tagged field, (fresh_default or None, default value)
+                fresh: per absent or tagged field, (fresh_default or None, default value);
+                wire_defaults: per wire field, what is written when obj lacks it;
+                tagged: per tagged field, (name, default): none is written, so a value other
+                        than its default raises
        op:      (code, compact, nullable, argument): argument is the element op of an ARRAY, the
-                struct program of a STRUCT, uuid.UUID for a UUID, else None.
+                struct program of a STRUCT, (uuid.UUID, the zero UUID) for a UUID, else None.
 
    Wire formats (big-endian): fixed-width integers, floats and bools; a length is an int16 (a
    STRING), an int32 (BYTES, RECORDS, ARRAY), or in a compact field an unsigned varint of at most 5

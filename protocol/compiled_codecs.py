@@ -17,8 +17,8 @@ object (runs of fixed-width fields in one call, each format compiled once), and 
 chunks joined once (a parts encoder leaves large RECORDS out of the join: ``compile_encoder``).
 Where the C module ``_codecs`` is built, the same codecs run in C from a program of nested tuples
 (``c_program``), three to six times faster; they answer as the generated Python does wherever they
-take an input, and raise for a few more (a mapping that is not a dict, an int for a float field),
-which the declared codec then answers. The tests run with both.
+take an input, and raise for a few more (a mapping that is not a dict, a number of another type
+than the field's), which the declared codec then answers. The tests run with both.
 """
 from __future__ import annotations
 
