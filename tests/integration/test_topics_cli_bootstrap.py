@@ -52,9 +52,14 @@ def unique(prefix: str) -> str:
 
 
 def led(bs: str, topic: str, partitions: int) -> str:
-    """The describe output once every partition has a leader and a full ISR."""
+    """The describe output once the broker asked knows ``partitions`` partitions of ``topic``, each
+    with a leader and a full ISR (a new topic reaches each broker's metadata with the controller's
+    UpdateMetadata, as in Kafka: the broker asked may not know it yet)."""
     def described() -> str | None:
-        out = ok("--bootstrap-server", bs, "--describe", "--topic", topic)
+        r = topics("--bootstrap-server", bs, "--describe", "--topic", topic)
+        if r.returncode != 0:
+            return None
+        out = r.stdout
         rows = [line for line in out.splitlines() if line.startswith("\tTopic:")]
         settled = len(rows) == partitions and all(
             "Leader: none" not in r and r.split("\tReplicas: ")[1].split("\t")[0] == r.split("\tIsr: ")[1]
@@ -104,7 +109,9 @@ def test_quickstart_create_describe_and_the_same_through_zookeeper(bs, zk_connec
 def test_alter_grows_a_topic_and_refuses_what_kafka_refuses(bs, zk_connect):
     topic = unique("grow")
     ok("--bootstrap-server", bs, "--create", "--topic", topic, "--partitions", "2", "--replication-factor", "2")
+    led(bs, topic, 2)
     assert ok("--bootstrap-server", bs, "--alter", "--topic", topic, "--partitions", "3") == ""
+    led(bs, topic, 3)
     # of a full --replica-assignment, only the partitions past the existing ones are placed
     assert ok("--bootstrap-server", bs, "--alter", "--topic", topic, "--partitions", "5",
               "--replica-assignment", "1:2,2:3,3:1,1:3,2:1") == ""
@@ -153,7 +160,8 @@ def test_delete_removes_a_topic_and_an_internal_one_is_never_deleted_or_grown(bs
     consumer = subprocess.run([ODRADEK, "console-consumer", "--bootstrap-server", bs, "--topic", topic, "--group",
                                unique("g"), "--timeout-ms", "1000"], capture_output=True, text=True, timeout=120)
     assert consumer.returncode == 0, consumer.stderr
-    assert "__consumer_offsets" in ok("--bootstrap-server", bs, "--list").splitlines()
+    wait_until(lambda: "__consumer_offsets" in ok("--bootstrap-server", bs, "--list").splitlines(), 60,
+               "__consumer_offsets known to the broker asked")
     assert fails("--bootstrap-server", bs, "--delete", "--topic", f"__consumer_offsets|{topic}",
                  fragment="Topic __consumer_offsets is a kafka internal topic and is not allowed to be marked for deletion.")
     assert {"__consumer_offsets", topic} <= set(ok("--bootstrap-server", bs, "--list").splitlines())
