@@ -20,7 +20,7 @@ import pytest
 
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.scram import ScramClient, ScramCredential, ScramError, ScramServer
-from odradek.testing import create_topic
+from odradek.testing import create_topic, wait_until
 from odradek.zk.cluster import LocalCluster
 from odradek_test_support import free_port
 
@@ -323,12 +323,16 @@ def test_kafka_python_admin_client_manages_scram_users(secured):
     assert authenticates(secured, user, "gina-secret", "SCRAM-SHA-256")
 
 
-def test_bootstrap_server_mode_over_sasl_with_a_command_config(secured, tmp_path):
+def as_admin(secured: Secured, tmp_path, mechanism: str) -> tuple[str, ...]:
+    """The flags of a tool that logs in to the SASL listener as ``admin`` with ``mechanism``."""
     props = tmp_path / "admin.properties"
-    props.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-256\n"
-                     f"sasl.jaas.config={ADMIN_JAAS}\n")
+    props.write_text(f"security.protocol=SASL_PLAINTEXT\nsasl.mechanism={mechanism}\nsasl.jaas.config={ADMIN_JAAS}\n")
+    return ("--bootstrap-server", secured.sasl, "--command-config", str(props))
+
+
+def test_bootstrap_server_mode_over_sasl_with_a_command_config(secured, tmp_path):
     user = unique("hank")
-    common = ("--bootstrap-server", secured.sasl, "--command-config", str(props))
+    common = as_admin(secured, tmp_path, "SCRAM-SHA-256")
     out = ok(*common, "--alter", "--entity-type", "users", "--entity-name", user,
              "--add-config", "SCRAM-SHA-256=[iterations=8192,password=hank-secret],SCRAM-SHA-512=[password=hank-secret]")
     assert out == f"Completed updating config for user {user}.\n"
@@ -353,17 +357,17 @@ def test_bootstrap_server_mode_over_sasl_with_a_command_config(secured, tmp_path
 
 def test_topics_through_the_sasl_listener_with_a_command_config(secured, tmp_path):
     """``odradek topics --bootstrap-server`` logs in as the admin client configured by its file."""
-    props = tmp_path / "admin.properties"
-    props.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\n"
-                     f"sasl.jaas.config={ADMIN_JAAS}\n")
     topic = unique("secured-topic")
-    common = ("--bootstrap-server", secured.sasl, "--command-config", str(props))
-    r = subprocess.run([ODRADEK, "topics", *common, "--create", "--topic", topic, "--partitions", "2",
-                        "--replication-factor", "2"], capture_output=True, text=True, timeout=60)
-    assert (r.returncode, r.stdout, r.stderr) == (0, f"Created topic {topic}.\n", "")
-    r = subprocess.run([ODRADEK, "topics", *common, "--list", "--topic", topic], capture_output=True, text=True,
-                       timeout=60)
-    assert (r.returncode, r.stdout, r.stderr) == (0, f"{topic}\n", "")
+    common = as_admin(secured, tmp_path, "SCRAM-SHA-512")
+
+    def topics(*args: str) -> tuple[int, str, str]:
+        r = subprocess.run([ODRADEK, "topics", *common, *args], capture_output=True, text=True, timeout=60)
+        return r.returncode, r.stdout, r.stderr
+
+    assert topics("--create", "--topic", topic, "--partitions", "2", "--replication-factor", "2") == (
+        0, f"Created topic {topic}.\n", "")
+    # (the broker asked learns of the topic from the controller's UpdateMetadata)
+    wait_until(lambda: topics("--list", "--topic", topic) == (0, f"{topic}\n", ""), 60, f"{topic} listed")
 
 
 def test_delegation_tokens_are_disabled_without_a_secret_key(secured):
