@@ -7,8 +7,8 @@ and the same work runs in Python, only slower.
 - protocol/_frames.c: request frames cut out of a stream, request headers read, and the common
   Produce read and answered, as protocol/connection.py, protocol/header.py and
   protocol/produce_one.py do in Python.
-- protocol/_codecs.c: the compiled decoders of the declared messages (protocol/compiled_codecs.py),
-  which otherwise run as generated Python."""
+- protocol/_codecs.c: the compiled decoders and encoders of the declared messages
+  (protocol/compiled_codecs.py), which otherwise run as generated Python."""
 from setuptools import Extension, setup
 
 setup(ext_modules=[Extension("odradek.protocol._records", ["protocol/_records.c"], optional=True),

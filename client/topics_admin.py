@@ -59,8 +59,13 @@ class TopicsAdmin:
     def topics(self) -> list[str]:
         return self.admin.list_topics()
 
-    def create(self, name: str, partitions: int | None, replication_factor: int | None, config: dict[str, str],
-               assignment: dict[int, list[int]] | None) -> None:
+    def create_topic(self, name: str, partitions: int | None, replication_factor: int | None,
+                     config: dict[str, str], assignment: dict[int, list[int]] | None) -> None:
+        """CreateTopics, after kafka-topics' own checks of the counts given (ToolError)."""
+        if replication_factor is not None and not 1 <= replication_factor <= 32767:
+            raise ToolError("The replication factor must be between 1 and 32767 inclusive")
+        if partitions is not None and partitions < 1:
+            raise ToolError("The partitions must be greater than 0")
         self.admin.create_topics([NewTopic(name, -1 if partitions is None else partitions,
                                            -1 if replication_factor is None else replication_factor,
                                            config, assignment)])

@@ -191,7 +191,14 @@ def _creation(args: argparse.Namespace) -> tuple[dict[str, str], dict[int, list[
     return config, parse_replica_assignment(args.replica_assignment) if args.replica_assignment else None
 
 
-def do_create(admin: AdminZkClient, args: argparse.Namespace) -> None:
+class TopicCreator(Protocol):
+    """What creates a topic in either mode: ``AdminZkClient`` or, through a broker,
+    ``odradek.client.topics_admin.TopicsAdmin``."""
+    def create_topic(self, topic: str, partitions: int | None, replication_factor: int | None,
+                     config: dict[str, str], replica_assignment: dict[int, list[int]] | None, /) -> object: ...
+
+
+def do_create(admin: TopicCreator, args: argparse.Namespace) -> None:
     topic = args.topic
     config, assignment = _creation(args)
     try:
@@ -351,21 +358,6 @@ HANDLERS = {"create": do_create, "list": do_list, "delete": do_delete, "alter": 
 # ---------------------------------------------------------------- actions through a broker
 # (kafka-topics.sh's AdminClientTopicService: ``admin`` is odradek.client.topics_admin.TopicsAdmin)
 
-def create_through_broker(admin: Any, args: argparse.Namespace) -> None:
-    if args.replication_factor is not None and not 1 <= args.replication_factor <= 32767:
-        raise CommandError("The replication factor must be between 1 and 32767 inclusive")
-    if args.partitions is not None and args.partitions < 1:
-        raise CommandError("The partitions must be greater than 0")
-    config, assignment = _creation(args)
-    try:
-        admin.create(args.topic, args.partitions, args.replication_factor, config, assignment)
-    except KafkaError as exc:
-        if args.if_not_exists and exc.code.name == "TOPIC_ALREADY_EXISTS":
-            return
-        raise
-    print(f"Created topic {args.topic}.")
-
-
 def list_through_broker(admin: Any, args: argparse.Namespace) -> None:
     print("\n".join(select_topics(admin.topics(), args.topic, args.exclude_internal)))
 
@@ -406,7 +398,7 @@ def _refuse_internal(topics: list[str], message: str) -> None:
         raise CommandError(message.format(internal[0]))
 
 
-THROUGH_BROKER = {"create": create_through_broker, "list": list_through_broker, "delete": delete_through_broker,
+THROUGH_BROKER = {"create": do_create, "list": list_through_broker, "delete": delete_through_broker,
                   "alter": alter_through_broker, "describe": describe_through_broker}
 
 
