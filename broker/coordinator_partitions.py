@@ -70,8 +70,10 @@ class CoordinatorPartitions:
         tp = (self.topic, partition)
 
         def result(answer: dict) -> AppendResult:
-            error = ErrorCode(answer["error_code"])
-            return AppendResult(error, int(answer.get("base_offset", -1)) if error == ErrorCode.NONE else -1)
+            code = answer["error_code"]
+            if not code:
+                return AppendResult(ErrorCode.NONE, int(answer.get("base_offset", -1)))
+            return AppendResult(ErrorCode(code), -1)
 
         done = self.replica_manager.append_one(timeout_ms, required_acks, tp, batch, origin="coordinator")
         if isinstance(done, dict):

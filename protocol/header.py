@@ -23,7 +23,7 @@ from .schema import Struct
 __all__ = [
     "RequestHeader", "request_header_version", "response_header_version",
     "decode_request_header", "encode_request_header", "encode_request", "encode_response",
-    "encode_response_parts",
+    "encode_response_parts", "response_encoder",
     "decode_response", "decode_request",
 ]
 
@@ -216,28 +216,47 @@ class EncodedBody(bytes):
         return cls(api.Response.encode(body, version))
 
 
+ResponseEncoder = Callable[[int, "Mapping[str, Any] | EncodedBody"], "bytes | list[Any]"]
+_RESPONSE_ENCODERS: dict[tuple[int, int, bool], ResponseEncoder] = {}
+
+
+def response_encoder(api: ModuleType, version: int, parts: bool = False) -> ResponseEncoder:
+    """``encode_response`` (with ``parts``, ``encode_response_parts``) of one API version, its
+    lookups done once: (correlation id, body) -> response header + body."""
+    key = (api.API_KEY, version, parts)
+    cached = _RESPONSE_ENCODERS.get(key)
+    if cached is not None:
+        return cached
+    message = api.Response
+    encode = message.encoder(version)
+    pack = _CORRELATION.pack
+    tagged = response_header_version(api.API_KEY, version) >= 1   # then: no tagged fields, one byte
+
+    def encoder(correlation_id: int, body: Mapping[str, Any] | EncodedBody) -> bytes | list[Any]:
+        head = pack(correlation_id) + b"\x00" if tagged else pack(correlation_id)
+        if isinstance(body, EncodedBody):
+            return head + body
+        if parts:
+            result: bytes | list[Any] = message.encode_parts(body, version, head)
+            return result
+        framed: bytes = encode(body, head)   # one copy of the body, header included
+        return framed
+
+    _RESPONSE_ENCODERS[key] = encoder
+    return encoder
+
+
 def encode_response(api: ModuleType, version: int, correlation_id: int,
                     body: Mapping[str, Any] | EncodedBody) -> bytes:
     """Response header + body for ``api`` at ``version`` (no size prefix)."""
-    head = _CORRELATION.pack(correlation_id)
-    if response_header_version(api.API_KEY, version) >= 1:
-        head += b"\x00"   # no tagged fields
-    if isinstance(body, EncodedBody):
-        return head + body
-    framed: bytes = api.Response.encode(body, version, head)   # one copy of the body, header included
-    return framed
+    return response_encoder(api, version)(correlation_id, body)   # type: ignore[return-value]
 
 
 def encode_response_parts(api: ModuleType, version: int, correlation_id: int,
                           body: Mapping[str, Any] | EncodedBody) -> bytes | list[Any]:
     """``encode_response``, with records of 64 KiB or more left parts of their own: the bytes, or
     the list of parts they join to (``Message.encode_parts``)."""
-    head = _CORRELATION.pack(correlation_id)
-    if response_header_version(api.API_KEY, version) >= 1:
-        head += b"\x00"   # no tagged fields
-    if isinstance(body, EncodedBody):
-        return head + body
-    return api.Response.encode_parts(body, version, head)   # type: ignore[no-any-return]
+    return response_encoder(api, version, parts=True)(correlation_id, body)
 
 
 def decode_response(api: ModuleType, version: int,

@@ -208,6 +208,8 @@ def record_class(names: tuple[str, ...]) -> type[Struct]:
 
 Decoder = Callable[["bytes | memoryview", int], "tuple[Struct, int]"]   # (data, pos) -> (struct, end)
 Encoder = Callable[[Mapping[str, Any], bytes], bytes]   # (body, head): head + the encoded body
+BodyDecoder = Callable[..., "Struct"]   # Message.decoder(v): (data, offset=0, allow_trailing=False) -> body
+BodyEncoder = Callable[..., bytes]      # Message.encoder(v): (body, head=b"") -> head + the encoded body
 
 
 # ---------------------------------------------------------------------------
@@ -400,6 +402,8 @@ class Message:
         self._compiled: dict[int, tuple[Decoder, Encoder]] = {}
         self._views: dict[int, Decoder] = {}
         self._parts: dict[int, Callable[..., Any]] = {}
+        self._decoders: dict[int, BodyDecoder] = {}
+        self._encoders: dict[int, BodyEncoder] = {}
 
     @property
     def min_version(self) -> int:
@@ -456,14 +460,26 @@ class Message:
     def encode(self, obj: Mapping[str, Any], version: int, head: bytes = b"") -> bytes:
         """Encode ``obj`` (missing fields take their defaults) as ``version``, after ``head`` (a
         header: joined with the body in one copy)."""
+        return (self._encoders.get(version) or self.encoder(version))(obj, head)
+
+    def encoder(self, version: int) -> BodyEncoder:
+        """``encode`` of one version, its lookups done once: (obj, head) -> bytes."""
+        encoder = self._encoders.get(version)
+        if encoder is not None:
+            return encoder
         try:
-            encode = self.compiled(version)[1]
+            compiled = self.compiled(version)[1]
         except KafkaError as exc:
             raise EncodeError(str(exc)) from None
-        try:
-            return encode(obj, head)
-        except Exception:
-            return head + self.encode_declared(obj, version)   # not an input the compiled codec takes
+
+        def encode(obj: Mapping[str, Any], head: bytes = b"") -> bytes:
+            try:
+                return compiled(obj, head)
+            except Exception:
+                return head + self.encode_declared(obj, version)   # not an input the compiled codec takes
+
+        self._encoders[version] = encode
+        return encode
 
     def encode_parts(self, obj: Mapping[str, Any], version: int, head: bytes = b"") -> "bytes | list[Any]":
         """``encode``, but RECORDS of at least 64 KiB are left unjoined: the bytes, or the list of
@@ -503,23 +519,35 @@ class Message:
         From a ``memoryview`` (a lent frame, ``protocol/connection.py:FrameReader``), RECORDS fields
         are views into it, as long as the views decoder takes the input (else they are bytes).
         """
-        if type(data) is not bytes:
-            if type(data) is memoryview and data.format == "B":
-                try:
-                    result, end = self.views_decoder(version)(data, offset)
-                    if end == len(data) or allow_trailing:
-                        return result
-                except Exception:
-                    pass   # the bytes decoders below decide
-            data = bytes(data)  # BytesIO shares a bytes object; other buffers are copied
-        decode = self.compiled(version)[0]
-        try:
-            result, end = decode(data, offset)
-            if end == len(data) or allow_trailing:
-                return result
-        except Exception:
-            pass   # not an input the compiled codec takes: the declared one decides
-        return self.decode_declared(data, version, offset, allow_trailing)
+        return (self._decoders.get(version) or self.decoder(version))(data, offset, allow_trailing)
+
+    def decoder(self, version: int) -> BodyDecoder:
+        """``decode`` of one version, its lookups done once: (data, offset, allow_trailing) -> Struct."""
+        decoder = self._decoders.get(version)
+        if decoder is not None:
+            return decoder
+        compiled = self.compiled(version)[0]
+
+        def decode(data: bytes | bytearray | memoryview, offset: int = 0, allow_trailing: bool = False) -> Struct:
+            if type(data) is not bytes:
+                if type(data) is memoryview and data.format == "B":
+                    try:
+                        result, end = self.views_decoder(version)(data, offset)
+                        if end == len(data) or allow_trailing:
+                            return result
+                    except Exception:
+                        pass   # the bytes decoders below decide
+                data = bytes(data)  # BytesIO shares a bytes object; other buffers are copied
+            try:
+                result, end = compiled(data, offset)
+                if end == len(data) or allow_trailing:
+                    return result
+            except Exception:
+                pass   # not an input the compiled codec takes: the declared one decides
+            return self.decode_declared(data, version, offset, allow_trailing)
+
+        self._decoders[version] = decode
+        return decode
 
     def decode_declared(self, data: bytes, version: int, offset: int = 0,
                         allow_trailing: bool = False) -> Struct:

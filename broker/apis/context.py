@@ -15,7 +15,7 @@ a handler turns it into its response with ``respond_when`` (or awaits ``to_defer
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional, TypeVar
 
 from kazoo.exceptions import ConnectionLoss, SessionExpiredError
 from twisted.internet import defer
@@ -49,12 +49,12 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 
-@dataclass
-class RequestContext:
+class RequestContext(NamedTuple):
     """Per-request facts: header fields, the listener the connection arrived on, and who sent
     it: the principal the connection authenticated as (``User:ANONYMOUS`` on a PLAINTEXT
     listener and on SSL without a client certificate, as in Kafka), and whether it logged in
-    with a delegation token (the principal is then the token's owner)."""
+    with a delegation token (the principal is then the token's owner). Built for every request:
+    a tuple, cheaper to build than a dataclass."""
     api_key: int
     api_version: int
     correlation_id: int

@@ -34,12 +34,12 @@ def handle(ctx: BrokerContext, rc: RequestContext, req):
         return error_response(req, version, ErrorCode.COORDINATOR_NOT_AVAILABLE)
     if not authorize(ctx, rc, READ, GROUP, group_id):
         return error_response(req, version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    order = _order(req)
-    refused = denied(ctx, rc, READ, TOPIC, (name for name, _ in order))
+    topics = req["topics"]
+    refused = denied(ctx, rc, READ, TOPIC, (t["name"] for t in topics))
     errors: dict[tuple[str, int], ErrorCode] = {}
     offsets: dict[tuple[str, int], CommitOffset] = {}
     cache = ctx.metadata_cache
-    for t in req["topics"]:
+    for t in topics:
         name = t["name"]
         known = cache.partitions(name)
         for p in t["partitions"]:
@@ -54,25 +54,25 @@ def handle(ctx: BrokerContext, rc: RequestContext, req):
                     leader_epoch=p["committed_leader_epoch"] if version >= 6 else -1,
                     commit_timestamp=p["commit_timestamp"] if version == 1 else -1)
     if not offsets:
-        return _response(order, errors)
+        return _response(topics, errors)
     stored = coord.handle_commit_offsets(
         group_id, req["member_id"] if version >= 1 else "", req["group_instance_id"] if version >= 7 else None,
         req["generation_id"] if version >= 1 else -1, offsets, req["retention_time_ms"] if 2 <= version <= 4 else -1)
-    # answered at once when the append is already acknowledged (the offsets topic's ISR is this
-    # broker alone), else when it is
-    return respond_when(stored, lambda result: _response(order, {**errors, **result}))
+    if errors:
+        # answered at once when the append is already acknowledged (the offsets topic's ISR is
+        # this broker alone), else when it is
+        return respond_when(stored, lambda result: _response(topics, {**errors, **result}))
+    return respond_when(stored, lambda result: _response(topics, result))
 
 
-def _order(req) -> list[tuple[str, list[int]]]:
-    return [(t["name"], [p["partition_index"] for p in t["partitions"]]) for t in req["topics"]]
-
-
-def _response(order: list[tuple[str, list[int]]], errors: dict[tuple[str, int], ErrorCode]) -> dict:
+def _response(topics: list, errors: dict[tuple[str, int], ErrorCode]) -> dict:
+    """The answer to each partition of ``topics`` (the request's), in their order."""
     return {"throttle_time_ms": 0, "topics": [
-        {"name": name, "partitions": [{"partition_index": i, "error_code": int(errors[(name, i)])}
-                                      for i in indexes]} for name, indexes in order]}
+        {"name": t["name"], "partitions": [
+            {"partition_index": p["partition_index"], "error_code": int(errors[(t["name"], p["partition_index"])])}
+            for p in t["partitions"]]} for t in topics]}
 
 
 def error_response(req, version: int, code: ErrorCode) -> dict:
-    order = _order(req)
-    return _response(order, {(name, i): code for name, indexes in order for i in indexes})
+    topics = req["topics"]
+    return _response(topics, {(t["name"], p["partition_index"]): code for t in topics for p in t["partitions"]})

@@ -331,12 +331,17 @@ class GroupMetadata:
 
     def prepare_offset_commit(self, offsets: Iterable[TopicPartition]) -> None:
         self.received_consumer_offset_commits = True
-        self.pending_offset_commits.update(list(offsets))
+        pending = self.pending_offset_commits
+        for tp in offsets:   # (Counter.update checks its argument's type first: dearer per commit)
+            pending[tp] += 1
 
     def _unpend(self, tp: TopicPartition) -> None:
-        self.pending_offset_commits[tp] -= 1
-        if self.pending_offset_commits[tp] <= 0:
-            del self.pending_offset_commits[tp]
+        pending = self.pending_offset_commits
+        left = pending[tp] - 1
+        if left > 0:
+            pending[tp] = left
+        else:
+            del pending[tp]
 
     def _put_offset(self, tp: TopicPartition, value: OffsetAndMetadata, position: int) -> bool:
         """Install a commit unless the current one was written later to the log."""

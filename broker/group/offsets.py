@@ -100,6 +100,8 @@ def group_write_error(code: int) -> ErrorCode:
 
 
 def offset_write_error(code: int) -> ErrorCode:
+    if not code:
+        return E.NONE   # (the common case, without the enum's lookup)
     code = ErrorCode(code)
     return _OFFSET_WRITE_ERRORS.get(code, code)
 

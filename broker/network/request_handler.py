@@ -26,8 +26,8 @@ from twisted.python.failure import Failure
 
 from odradek.protocol.apis.fetch import API_KEY as FETCH_KEY
 from odradek.protocol.errors import ErrorCode, KafkaError
-from odradek.protocol.header import (RequestHeader, decode_request_header, encode_response, encode_response_parts,
-                                     header_reader)
+from odradek.protocol.header import (RequestHeader, decode_request_header, encode_response, header_reader,
+                                     response_encoder)
 from odradek.protocol.produce_one import PRODUCE_FRAME, OnePartitionProduce, read_produce_frame
 from odradek.protocol.schema import EncodeError
 
@@ -38,6 +38,7 @@ from ..apis.context import BrokerContext, CloseConnection, RequestContext
 log = logging.getLogger(__name__)
 
 API_VERSIONS_KEY = 18
+_new_tuple = tuple.__new__
 # Metadata: bytes after a request's last field are ignored, as Kafka's parser does (it never checks
 # for them). librdkafka writes the null topic array of an all-topics Metadata v9+ request as a
 # 4-byte placeholder; Kafka reads one byte of it as the array and the next ones as the two flags
@@ -53,7 +54,7 @@ class RequestHandler:
     def __init__(self, ctx: BrokerContext, handlers: dict[int, ModuleType] | None = None):
         self.ctx = ctx
         self.handlers = apis.HANDLERS if handlers is None else handlers
-        self._ranges: dict[ModuleType, tuple[int, int]] = {}   # a handler module -> its version range
+        self._routes: dict[tuple[int, int], Route] = {}   # (API key, version) -> its route, once supported
         self._read_header = header_reader()   # decode_request_header in C, when built
 
     def handle(self, frame: bytes | memoryview, listener: str = "PLAINTEXT", peer: str = "", principal: str = "User:ANONYMOUS",
@@ -74,40 +75,33 @@ class RequestHandler:
                 except KafkaError as e:
                     raise CloseConnection(f"malformed request header ({e})") from None
             header, offset = got
-        module = self.handlers.get(header.api_key)
-        if module is None:
-            raise CloseConnection(f"unknown API key {header.api_key}")
-        api = module.API
         version = header.api_version
-        span = self._ranges.get(module)
-        if span is None:
-            span = self._ranges[module] = apis.version_range(module)
-        lo, hi = span
-        if not lo <= version <= hi:
-            if header.api_key == API_VERSIONS_KEY:
-                return encode_response(api, 0, header.correlation_id,
+        route = self._routes.get((header.api_key, version))
+        if route is None:
+            route = self._route(header)
+            if route is None:   # an ApiVersions at a version this broker lacks: answered in v0
+                return encode_response(api_versions.API, 0, header.correlation_id,
                                        api_versions.response(ErrorCode.UNSUPPORTED_VERSION))
-            raise CloseConnection(f"unsupported version {version} of {api.NAME} (supported {lo}-{hi})")
         if common is not None:
             rc = None if self.ctx.authorizer is None else RequestContext(
                 header.api_key, version, header.correlation_id, header.client_id, listener, peer, principal,
                 token_authenticated)   # what the authorizer reads
-            return self._produce_one(frame, header, module, rc, one)
+            return self._produce_one(frame, header, route, rc, one)
         try:
-            req = api.Request.decode(frame, version, offset,   # the frame itself: no copy of the body
-                                     allow_trailing=header.api_key in TRAILING_BYTES_IGNORED)
+            req = route.decode(frame, offset, route.allow_trailing)   # the frame itself: no copy of the body
         except KafkaError as e:
-            raise CloseConnection(f"undecodable {api.NAME} v{version} request ({e.message or e})") from None
-        rc = RequestContext(header.api_key, version, header.correlation_id, header.client_id, listener, peer,
-                            principal, token_authenticated)
+            raise CloseConnection(f"undecodable {route.module.API.NAME} v{version} request ({e.message or e})") from None
+        rc = _new_tuple(RequestContext, (header.api_key, version, header.correlation_id, header.client_id, listener,
+                                         peer, principal, token_authenticated))   # (without __new__'s frame)
         started = time.perf_counter() if timed else 0.0
         try:
-            result = module.handle(self.ctx, rc, req)
+            result = route.handle(self.ctx, rc, req)
         except CloseConnection:
             raise
         except Exception as e:
-            result = self._error_body(module, req, header, e)
-        deferred = is_deferred(result)
+            result = self._error_body(route.module, req, header, e)
+        # (a body is told from a Deferred by its exact type first: see is_deferred)
+        deferred = type(result) is not dict and is_deferred(result)
         if timed and throttle is not None:
             handler_s = time.perf_counter() - started
             if deferred:
@@ -115,17 +109,34 @@ class RequestHandler:
             else:
                 result = self._throttle(result, rc, req, len(frame), handler_s, throttle)
         if deferred:
-            result.addErrback(self._deferred_error, module, req, header)
-            result.addCallback(self._encode, module, header)
+            result.addErrback(self._deferred_error, route.module, req, header)
+            result.addCallback(self._encode, route, header)
             return result
-        return self._encode(result, module, header)
+        return self._encode(result, route, header)
 
-    def _produce_one(self, frame: bytes | memoryview, header: RequestHeader, module: ModuleType,
+    def _route(self, header: RequestHeader) -> Route | None:
+        """The route of a header's API key and version, remembered; None for an ApiVersions at a
+        version this broker lacks; CloseConnection for any other key or version it lacks."""
+        module = self.handlers.get(header.api_key)
+        if module is None:
+            raise CloseConnection(f"unknown API key {header.api_key}")
+        lo, hi = apis.version_range(module)
+        if not lo <= header.api_version <= hi:
+            if header.api_key == API_VERSIONS_KEY:
+                return None
+            raise CloseConnection(f"unsupported version {header.api_version} of {module.API.NAME} "
+                                  f"(supported {lo}-{hi})")
+        route = self._routes[(header.api_key, header.api_version)] = Route(module, header.api_version)
+        return route
+
+    def _produce_one(self, frame: bytes | memoryview, header: RequestHeader, route: Route,
                      rc: RequestContext | None, one: OnePartitionProduce) -> bytes | list | None | defer.Deferred:
         """The common Produce (``produce.handle_one``), taken only where nothing needs the decoded
         request (no client quota); an error is answered as ``handle`` answers it."""
+        module = route.module
+
         def error_body(exc: BaseException, failure: Failure | None = None) -> dict | None:
-            req = module.API.Request.decode(frame, header.api_version, decode_request_header(frame)[1])
+            req = route.decode(frame, decode_request_header(frame)[1])
             return self._error_body(module, req, header, exc, failure)
 
         try:
@@ -138,8 +149,8 @@ class RequestHandler:
             return result
         if type(result) is defer.Deferred:
             result.addErrback(lambda f: f if f.check(CloseConnection) else error_body(f.value, f))
-            return result.addCallback(lambda r: r if type(r) is bytes else self._encode(r, module, header))
-        return self._encode(result, module, header)
+            return result.addCallback(lambda r: r if type(r) is bytes else self._encode(r, route, header))
+        return self._encode(result, route, header)
 
     def produce_may_overlap(self) -> bool:
         """Whether a connection may have a Produce handled while its earlier Produces are parked
@@ -175,20 +186,35 @@ class RequestHandler:
         return module.error_response(req, header.api_version, code)
 
     @staticmethod
-    def _encode(body: dict | None, module: ModuleType, header: RequestHeader) -> bytes | list | None:
+    def _encode(body: dict | None, route: Route, header: RequestHeader) -> bytes | list | None:
         if body is None:
             return None
-        try:   # a fetch's large records stay parts of their own (no other response carries records)
-            encode = encode_response_parts if header.api_key == FETCH_KEY else encode_response
-            return encode(module.API, header.api_version, header.correlation_id, body)
+        try:
+            return route.encode(header.correlation_id, body)
         except EncodeError:
             if _clip_messages(body):  # a message quoting a client's 32767-char name: answer it cut short
-                return RequestHandler._encode(body, module, header)
-            log.exception("cannot encode the %s v%d response", module.API.NAME, header.api_version)
+                return RequestHandler._encode(body, route, header)
+            log.exception("cannot encode the %s v%d response", route.module.API.NAME, header.api_version)
             raise CloseConnection("response encoding failed") from None
         except Exception:
-            log.exception("cannot encode the %s v%d response", module.API.NAME, header.api_version)
+            log.exception("cannot encode the %s v%d response", route.module.API.NAME, header.api_version)
             raise CloseConnection("response encoding failed") from None
+
+
+class Route:
+    """One API key and version as this broker answers it, looked up once: its handler module, the
+    request's decoder and the response's encoder (``RequestHandler._route``)."""
+
+    __slots__ = ("module", "handle", "decode", "allow_trailing", "encode")
+
+    def __init__(self, module: ModuleType, version: int) -> None:
+        api = module.API
+        self.module = module
+        self.handle = module.handle
+        self.decode = api.Request.decoder(version)
+        self.allow_trailing = api.API_KEY in TRAILING_BYTES_IGNORED
+        # a fetch's large records stay parts of their own (no other response carries records)
+        self.encode = response_encoder(api, version, parts=api.API_KEY == FETCH_KEY)
 
 
 def is_deferred(result: object) -> bool:

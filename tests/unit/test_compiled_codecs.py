@@ -46,6 +46,8 @@ def compiled_in(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
             message._compiled.clear()
             message._views.clear()
             message._parts.clear()
+            message._decoders.clear()
+            message._encoders.clear()
     if request.param == "python":
         monkeypatch.setattr(compiled_codecs, "_codecs", None)
     forget()

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from odradek.broker.apis import produce as produce_handler
 from odradek.broker.apis.context import CloseConnection, RequestContext
 from odradek.broker.config.kafka_config import LogConfig
-from odradek.broker.network.request_handler import RequestHandler
+from odradek.broker.network.request_handler import RequestHandler, Route
 from odradek.broker.security.authorizer import AclAuthorizer
 from odradek.protocol.acl import (CLUSTER_NAME, AccessControlEntry, AclOperation, AclPermissionType, PatternType,
                                   ResourcePattern, ResourceType)
@@ -302,7 +302,8 @@ def answer(handler: RequestHandler, frame: bytes, one_partition: bool):
             req = produce.Request.decode(frame, header.api_version, offset)
             rc = RequestContext(0, header.api_version, header.correlation_id, header.client_id, "PLAINTEXT",
                                 "127.0.0.1:5555")
-            result = handler._encode(produce_handler.handle(handler.ctx, rc, req), produce_handler, header)
+            result = handler._encode(produce_handler.handle(handler.ctx, rc, req), Route(produce_handler, header.api_version),
+                                     header)
     except CloseConnection:
         return "close"
     return result
