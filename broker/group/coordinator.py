@@ -9,7 +9,8 @@ about a write (SyncGroup, OffsetCommit, static rejoin) only after its append com
 Slow calls return ``Completion``s; heartbeat, leave, fetch, list, describe and delete
 answer at once. Rebalance timing mirrors DelayedJoin / InitialDelayedJoin. The offset
 APIs (commit, fetch, delete groups, expiry) are mixed in from ``offset_apis.OffsetApis``, the
-transactional ones (TxnOffsetCommit, marker completion) from ``txn_offsets.TxnOffsetApis``.
+transactional ones (TxnOffsetCommit, marker completion) from ``txn_offsets.TxnOffsetApis``, the
+members' session timers from ``session_timers.SessionTimers``.
 """
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from .metadata import GroupMetadata, GroupState, MemberMetadata
 from .group_queries import GroupQueryApis
 from .offset_apis import OffsetApis
 from .offsets import GroupMetadataManager
+from .session_timers import SessionTimers
 from .txn_offsets import TxnOffsetApis
 
 log = logging.getLogger(__name__)
@@ -50,7 +52,7 @@ def _join_error(member_id: str, error: ErrorCode) -> JoinGroupResult:
     return JoinGroupResult(error_code=error, member_id=member_id)
 
 
-class GroupCoordinator(OffsetApis, TxnOffsetApis, GroupQueryApis):
+class GroupCoordinator(SessionTimers, OffsetApis, TxnOffsetApis, GroupQueryApis):
     """Drive with ``handle_*``; feed partition leadership with ``on_elected``/``on_resigned``."""
 
     def __init__(self, config: GroupConfig, timer: Timer, append: AppendFn):
@@ -511,33 +513,6 @@ class GroupCoordinator(OffsetApis, TxnOffsetApis, GroupQueryApis):
             return E.UNKNOWN_MEMBER_ID
         self._schedule_heartbeat(group, group.get(member_id))
         return E.REBALANCE_IN_PROGRESS if group.is_(S.PREPARING_REBALANCE) else E.NONE
-
-    def _schedule_heartbeat(self, group: GroupMetadata, member: MemberMetadata,
-                            timeout_ms: int | None = None) -> None:
-        self._cancel_heartbeat(member)
-        handle: list[Any] = []
-        handle.append(self.timer.schedule(
-            member.session_timeout_ms if timeout_ms is None else timeout_ms,
-            lambda: self._on_heartbeat_expired(group, member, handle[0])))
-        member.heartbeat_timer = handle[0]
-
-    def _cancel_heartbeat(self, member: MemberMetadata) -> None:
-        if member.heartbeat_timer is not None:
-            self.timer.cancel(member.heartbeat_timer)
-            member.heartbeat_timer = None
-
-    def _on_heartbeat_expired(self, group: GroupMetadata, member: MemberMetadata,
-                              handle: Any) -> None:
-        if member.heartbeat_timer is not handle:
-            return
-        member.heartbeat_timer = None
-        if group.is_(S.DEAD) or group.members.get(member.member_id) is not member:
-            return
-        if not member.is_new and (member.is_awaiting_join or member.is_awaiting_sync):
-            return   # parked in a rebalance: the rebalance itself times it out
-        log.info("member %s of group %s failed (session timeout)", member.member_id,
-                 group.group_id)
-        self._remove_member_and_update_group(group, member)
 
     def _on_pending_member_expired(self, group: GroupMetadata, member_id: str) -> None:
         if group.pending_members.pop(member_id, None) is not None:

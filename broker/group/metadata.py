@@ -83,7 +83,9 @@ class MemberMetadata:
     is_new: bool = False
     join_completion: Any = None
     sync_completion: Any = None
-    heartbeat_timer: Any = None
+    heartbeat_timer: Any = None          # the session timer, due at heartbeat_timer_due_ms
+    heartbeat_timer_due_ms: int = 0
+    heartbeat_deadline_ms: int = 0       # when the session expires unless heartbeated again
 
     @property
     def is_static(self) -> bool:

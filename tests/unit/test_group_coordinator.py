@@ -109,6 +109,25 @@ def test_stopped_member_expires_and_others_rebalance():
     assert len(next(r.result for r in rejoins if r.result.members).members) == 2
 
 
+def test_a_member_expires_one_session_timeout_after_its_last_heartbeat():
+    coord, timer, _ = make_coordinator()
+    members, _ = stable_group(coord, timer, n=1)
+    (member,) = members
+    scheduled = []
+    schedule = timer.schedule
+    timer.schedule = lambda delay_ms, callback: scheduled.append(delay_ms) or schedule(delay_ms, callback)
+    for _ in range(5):   # heartbeats past the first timer's due time
+        timer.advance(4000)
+        assert coord.handle_heartbeat("g", member, None, 1) == E.NONE
+    # no timer per heartbeat: the session timer (due at 10 s, then 18 s) set itself again for the rest
+    assert scheduled == [8000, 8000]
+    timer.advance(9999)
+    assert coord.manager.get_group("g").has(member)
+    timer.advance(1)
+    assert not coord.manager.get_group("g").has(member)   # 10 s after the last heartbeat
+    assert state(coord) is S.EMPTY
+
+
 def test_members_that_do_not_rejoin_are_dropped_after_rebalance_timeout():
     coord, timer, _ = make_coordinator()
     members, leader = stable_group(coord, timer, n=2, rebalance_ms=20_000)
