@@ -71,7 +71,7 @@ def frame_parts(frame: bytes) -> list[bytes]:
 
 
 def frame_of_parts(parts: list[Any]) -> list[Any]:
-    """What to write for one frame given as parts (``header.encode_response_parts``): the size
+    """What to write for one frame given as parts (``header.response_encoder(..., parts=True)``): the size
     prefix joined to the first part (the response header and fields before the records), then
     the other parts as they are."""
     return [_SIZE.pack(sum(map(len, parts))) + parts[0], *parts[1:]]

@@ -23,7 +23,7 @@ from .schema import Struct
 __all__ = [
     "RequestHeader", "request_header_version", "response_header_version",
     "decode_request_header", "encode_request_header", "encode_request", "encode_response",
-    "encode_response_parts", "response_encoder",
+    "response_encoder",
     "decode_response", "decode_request",
 ]
 
@@ -221,8 +221,9 @@ _RESPONSE_ENCODERS: dict[tuple[int, int, bool], ResponseEncoder] = {}
 
 
 def response_encoder(api: ModuleType, version: int, parts: bool = False) -> ResponseEncoder:
-    """``encode_response`` (with ``parts``, ``encode_response_parts``) of one API version, its
-    lookups done once: (correlation id, body) -> response header + body."""
+    """``encode_response`` of one API version, its lookups done once: (correlation id, body) ->
+    response header + body. With ``parts``, RECORDS of 64 KiB or more are left parts of their own:
+    the bytes, or the list of parts they join to (``Message.encode_parts``)."""
     key = (api.API_KEY, version, parts)
     cached = _RESPONSE_ENCODERS.get(key)
     if cached is not None:
@@ -250,13 +251,6 @@ def encode_response(api: ModuleType, version: int, correlation_id: int,
                     body: Mapping[str, Any] | EncodedBody) -> bytes:
     """Response header + body for ``api`` at ``version`` (no size prefix)."""
     return response_encoder(api, version)(correlation_id, body)   # type: ignore[return-value]
-
-
-def encode_response_parts(api: ModuleType, version: int, correlation_id: int,
-                          body: Mapping[str, Any] | EncodedBody) -> bytes | list[Any]:
-    """``encode_response``, with records of 64 KiB or more left parts of their own: the bytes, or
-    the list of parts they join to (``Message.encode_parts``)."""
-    return response_encoder(api, version, parts=True)(correlation_id, body)
 
 
 def decode_response(api: ModuleType, version: int,
