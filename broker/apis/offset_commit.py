@@ -58,11 +58,9 @@ def handle(ctx: BrokerContext, rc: RequestContext, req):
     stored = coord.handle_commit_offsets(
         group_id, req["member_id"] if version >= 1 else "", req["group_instance_id"] if version >= 7 else None,
         req["generation_id"] if version >= 1 else -1, offsets, req["retention_time_ms"] if 2 <= version <= 4 else -1)
-    if errors:
-        # answered at once when the append is already acknowledged (the offsets topic's ISR is
-        # this broker alone), else when it is
-        return respond_when(stored, lambda result: _response(topics, {**errors, **result}))
-    return respond_when(stored, lambda result: _response(topics, result))
+    # answered at once when the append is already acknowledged (the offsets topic's ISR is this
+    # broker alone), else when it is
+    return respond_when(stored, lambda result: _response(topics, {**errors, **result} if errors else result))
 
 
 def _response(topics: list, errors: dict[tuple[str, int], ErrorCode]) -> dict:
