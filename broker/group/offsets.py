@@ -94,16 +94,14 @@ _OFFSET_WRITE_ERRORS = {
 }
 
 
-def group_write_error(code: int) -> ErrorCode:
-    code = ErrorCode(code)
-    return _GROUP_WRITE_ERRORS.get(code, code)
+def group_write_error(error: ErrorCode) -> ErrorCode:
+    """The error a group write answers for an append's (``AppendResult.error``, an ErrorCode)."""
+    return _GROUP_WRITE_ERRORS.get(error, error)
 
 
-def offset_write_error(code: int) -> ErrorCode:
-    if not code:
-        return E.NONE   # (the common case, without the enum's lookup)
-    code = ErrorCode(code)
-    return _OFFSET_WRITE_ERRORS.get(code, code)
+def offset_write_error(error: ErrorCode) -> ErrorCode:
+    """The error an offset commit answers for an append's (``AppendResult.error``, an ErrorCode)."""
+    return _OFFSET_WRITE_ERRORS.get(error, error)
 
 
 GroupTopicPartition = tuple[str, TopicPartition]
