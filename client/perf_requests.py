@@ -1,9 +1,9 @@
 """``odradek perf requests``: the broker's cost per small request, against the framework floor.
 
 Invariant: the load is many pipelined requests of ONE kind (Produce of one record, or of
-``--records`` records of ``--record-size`` bytes in one batch, Fetch with nothing new, Metadata of one
-topic or of all topics, ApiVersions, OffsetCommit, Heartbeat), each frame encoded once by
-odradek's codec and re-sent with only its correlation id changed, from ``--processes`` client
+``--records`` records of ``--record-size`` bytes in one batch, with ``--acks``; Fetch with nothing
+new, Metadata of one topic or of all topics, ApiVersions, OffsetCommit, Heartbeat), each frame
+encoded once by odradek's codec and re-sent with only its correlation id changed, from ``--processes`` client
 processes of ``--connections`` sockets with ``--in-flight`` requests outstanding on each; every
 response is read whole and its error code checked (a benchmark of errors is no benchmark). The
 broker's CPU is read from /proc/<pid>/stat before and after (the process listening on the port,
@@ -98,8 +98,8 @@ def _require_topic(conn: BrokerConnection, topic: str) -> None:
                          f"whose partition 0 this broker leads: create it, or pass --topic)")
 
 
-def prepare(kind: str, bootstrap: str, topic: str, keep: list, records: int = 1, record_size: int = 100
-            ) -> tuple[str, ModuleType, int, bytes]:
+def prepare(kind: str, bootstrap: str, topic: str, keep: list, records: int = 1, record_size: int = 100,
+            acks: int = 1) -> tuple[str, ModuleType, int, bytes]:
     """(address, API, version, request frame without its size) for ``kind``; talks to the broker
     to learn what the frame needs (the log end offset, the coordinator, a group member). What must
     live while the load runs (the member) is appended to ``keep``, for the caller to close."""
@@ -117,7 +117,7 @@ def prepare(kind: str, bootstrap: str, topic: str, keep: list, records: int = 1,
         batch = BatchBuilder()
         for _ in range(records):
             batch.append(int(time.time() * 1000), None, b"x" * record_size)
-        api, body = _produce, {"transactional_id": None, "acks": 1, "timeout_ms": 30000,
+        api, body = _produce, {"transactional_id": None, "acks": acks, "timeout_ms": 30000,
                                "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch.build()}]}]}
     elif kind == "fetch":
         offsets = conn.request(_list_offsets, {"replica_id": -1, "isolation_level": 0, "topics": [
@@ -341,6 +341,8 @@ def main(argv: list[str], out: Any = None) -> int:
     ap.add_argument("--check-every", type=int, default=64, help="decode every Nth response fully (0: never)")
     ap.add_argument("--records", type=int, default=1, help="records per Produce (one batch)")
     ap.add_argument("--record-size", type=int, default=100, help="bytes of each Produce record's value")
+    ap.add_argument("--acks", choices=("1", "-1", "all"), default="1",
+                    help="a Produce's acks (-1 and all: answered once the ISR has the record)")
     ap.add_argument("--broker-pid", type=int, help="default: the local process listening on the address")
     ap.add_argument("--floor", action="store_true", help="also measure a fixed-response Twisted server")
     args = ap.parse_args(argv)
@@ -359,7 +361,7 @@ def main(argv: list[str], out: Any = None) -> int:
         keep: list = []
         try:
             address, api, version, frame = prepare(kind, args.bootstrap_server, args.topic, keep, args.records,
-                                                   args.record_size)
+                                                   args.record_size, 1 if args.acks == "1" else -1)
             pid = args.broker_pid or _listening_pid(int(address.rpartition(":")[2]))
             result = run_load(address, api, version, frame, args, pid)
         finally:

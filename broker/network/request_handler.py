@@ -147,9 +147,10 @@ class RequestHandler:
             result = error_body(e)
         if type(result) is bytes:   # the plain answer, encoded whole
             return result
-        if type(result) is defer.Deferred:
-            result.addErrback(lambda f: f if f.check(CloseConnection) else error_body(f.value, f))
-            return result.addCallback(lambda r: r if type(r) is bytes else self._encode(r, route, header))
+        if type(result) is defer.Deferred:   # (one callback pair: each link of a chain costs)
+            return result.addCallbacks(
+                lambda r: r if type(r) is bytes else self._encode(r, route, header),
+                lambda f: f if f.check(CloseConnection) else self._encode(error_body(f.value, f), route, header))
         return self._encode(result, route, header)
 
     def produce_may_overlap(self) -> bool:

@@ -12,7 +12,9 @@ requests before it have been sent; a CloseConnection (garbage, an acks=0 failure
 once. Either closes only that connection. The responses answered while handling one read (a
 pipelining client's many requests) go out together at its end (and before any close), in order:
 on a plaintext socket through its ``SocketWriter`` (one ``sendmsg``, no copy into Twisted's
-buffer), on TLS as one ``writeSequence``. On a plaintext listener the rest of a large request is
+buffer), on TLS as one ``writeSequence``. So do the responses of other connections that the handling
+completed (a follower's Fetch that moved the high watermark completes the parked acks=all Produces
+of many producers): one write per connection at the end, not one per response. On a plaintext listener the rest of a large request is
 received straight into its frame's buffer (``socket_reader.py``), and a large Produce is handled
 from that buffer, lent (``protocol/connection.py:FrameReader``). A connection over the ``ConnectionQuotas`` limits is
 closed as soon as it is accepted; one with no request in progress and no bytes either way for
@@ -58,6 +60,19 @@ from .socket_writer import SocketWriter, plain_socket
 log = logging.getLogger(__name__)
 
 MAX_QUEUED_REQUESTS = 64  # beyond this many unhandled frames we stop reading the socket
+
+
+class _Handling:
+    """How deep the reactor is in handling reads (``KafkaConnection._process`` within another's,
+    through a completed parked request), and the connections whose responses wait for the
+    outermost one to end (the reactor is one thread: one of these for all listeners)."""
+
+    def __init__(self) -> None:
+        self.depth = 0
+        self.unflushed: dict[KafkaConnection, None] = {}
+
+
+_HANDLING = _Handling()
 MAX_OVERLAPPED = 64       # Produces parked at once per connection; those behind wait in the queue
 
 
@@ -167,11 +182,21 @@ class KafkaConnection(protocol.Protocol):
         if self._handling:
             return   # the loop running below picks up whatever is handled or due now
         self._handling = True
+        handling = _HANDLING
+        handling.depth += 1
         try:
             self._handle_queued()
         finally:
             self._handling = False
-            self._flush()
+            handling.depth -= 1
+            if handling.depth:   # within another connection's handling: written when it ends
+                handling.unflushed[self] = None
+            else:
+                self._flush()
+                while handling.unflushed:
+                    unflushed, handling.unflushed = handling.unflushed, {}
+                    for conn in unflushed:
+                        conn._flush()
 
     def _may_overlap(self) -> bool:
         """May a Produce be handled while Produces are parked (see the module invariant)?"""

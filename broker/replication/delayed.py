@@ -11,8 +11,13 @@ appends, high-watermark moves and leadership changes. A key's check asks each op
 ``DelayedFetch`` keeps the bytes readable per partition from its last look, each
 partition's figure refreshed when its own key fires), so an ISR change of one
 partition costs one partition's check per waiting follower fetch, not a walk of
-every partition each fetch names (Kafka's ``DelayedFetch.tryComplete`` walks them all). Sans-IO: the scheduler is
-anything with ``callLater`` (the reactor, or ``task.Clock`` in tests).
+every partition each fetch names (Kafka's ``DelayedFetch.tryComplete`` walks them all).
+Timeouts: the operations parked with one timeout are due in the order they were parked, so each
+timeout has one queue (a dict in insertion order: an op leaves it in O(1) on completion) and one
+scheduler timer, set for the queue's oldest op and moved on when it fires. Parking and completing
+an op costs two dict operations, not a reactor timer set and cancelled (Kafka's purgatory puts
+its ops on a timing wheel for the same reason). Sans-IO: the scheduler is anything with
+``callLater`` and ``seconds`` (the reactor, or ``task.Clock`` in tests).
 """
 from __future__ import annotations
 
@@ -32,7 +37,8 @@ class DelayedOperation:
         self.timeout_ms = timeout_ms
         self.completed = False
         self.expired = False
-        self._timer: Any = None
+        self._queue = -1   # once parked: its timeout queue (the timeout in ms, at least 0) ...
+        self._deadline = 0.0   # ... and the scheduler's seconds() when it is due
         self._keys: list[Hashable] = []
 
     def can_complete(self) -> bool:
@@ -47,12 +53,18 @@ class DelayedOperation:
 
 
 class Purgatory:
-    """Watchers per key plus one timer per parked operation."""
+    """Watchers per key, plus a queue and a timer per timeout."""
+
+    # an op due within this much of a timer's firing is due (the scheduler's own arithmetic of
+    # the delay may land a hair before the op's deadline)
+    _SLACK_S = 0.0005
 
     def __init__(self, name: str, scheduler: Any):
         self.name = name
         self.scheduler = scheduler
         self._watchers: dict[Hashable, dict[DelayedOperation, None]] = {}
+        self._queues: dict[int, dict[DelayedOperation, None]] = {}   # timeout ms -> its parked ops, oldest first
+        self._timers: dict[int, Any] = {}   # timeout ms -> the scheduler's call for its oldest op
 
     def try_complete_else_watch(self, op: DelayedOperation, keys: Iterable[Hashable]) -> bool:
         """Complete ``op`` now if it can, else park it; True if it completed."""
@@ -67,7 +79,13 @@ class Purgatory:
         op._keys = list(keys)
         for key in op._keys:
             self._watchers.setdefault(key, {})[op] = None
-        op._timer = self.scheduler.callLater(max(op.timeout_ms, 0) / 1000.0, self._expire, op)
+        timeout = op._queue = max(op.timeout_ms, 0)
+        op._deadline = self.scheduler.seconds() + timeout / 1000.0
+        queue = self._queues.get(timeout)
+        if queue is None:
+            queue = self._queues[timeout] = {}
+            self._timers[timeout] = self.scheduler.callLater(timeout / 1000.0, self._expire_due, timeout)
+        queue[op] = None
 
     def check_and_complete(self, key: Hashable) -> int:
         """Re-check the operations watching ``key``; returns how many completed."""
@@ -93,22 +111,33 @@ class Purgatory:
 
     def shutdown(self) -> None:
         """Expire everything still parked (responses go out with their timeout errors)."""
-        ops = {op for w in self._watchers.values() for op in w}
-        for op in ops:
-            self._finish(op, expired=True)
+        for op in [op for queue in self._queues.values() for op in queue]:
+            self._finish(op, expired=True)   # (the last op of a queue cancels its timer)
 
-    def _expire(self, op: DelayedOperation) -> None:
-        op._timer = None
-        self._finish(op, expired=True)
+    def _expire_due(self, timeout: int) -> None:
+        """The timer of ``timeout``'s queue fired: expire its ops that are due, oldest first,
+        then set the timer again for the oldest op left. (An op parked meanwhile, by an expired
+        op's completion, joins the queue; a queue emptied goes with its timer, in ``_finish``.)"""
+        queue = self._queues.get(timeout)
+        now = self.scheduler.seconds()
+        while queue:
+            op = next(iter(queue))
+            if op._deadline > now + self._SLACK_S:
+                self._timers[timeout] = self.scheduler.callLater(op._deadline - now, self._expire_due, timeout)
+                return
+            self._finish(op, expired=True)   # (takes it off the queue)
 
     def _finish(self, op: DelayedOperation, expired: bool = False) -> None:
         if op.completed:
             return
         op.completed = True
         op.expired = expired
-        timer, op._timer = op._timer, None
-        if timer is not None and timer.active():
-            timer.cancel()
+        queue = self._queues.get(op._queue)
+        if queue is not None and queue.pop(op, 0) is None and not queue:
+            del self._queues[op._queue]   # no op left to time out: neither queue nor timer
+            timer = self._timers.pop(op._queue)
+            if timer.active():   # (not when it is the one firing)
+                timer.cancel()
         for key in op._keys:
             watchers = self._watchers.get(key)
             if watchers is not None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from dataclasses import dataclass
-from typing import Any, Callable, ContextManager
+from typing import Any, Callable, Collection, ContextManager
 
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.zk.znodes import LeaderIsrAndControllerEpoch
@@ -149,9 +149,11 @@ class Partition:
         return self.log.log_start_offset
 
     @property
-    def maximal_isr(self) -> set[int]:
-        """The ISR counting a pending change's additions (what the HW must respect)."""
-        return set(self.isr) | set(self.pending_isr or ())
+    def maximal_isr(self) -> Collection[int]:
+        """The ISR counting a pending change's additions (what the HW must respect): the ISR's
+        own list while no change is pending (no sets built on every append)."""
+        pending = self.pending_isr
+        return self.isr if pending is None else set(self.isr) | set(pending)
 
     def __repr__(self) -> str:
         return (f"Partition({self.topic}-{self.partition}, leader={self.leader_id}, "

@@ -421,7 +421,7 @@ class ReplicaManager(IsrMaintenance):
         statuses = {tp: ProducePartitionStatus(required.get(tp, -1), res, pending=tp in required)
                     for tp, res in results.items()}
         op = DelayedProduce(timeout_ms, statuses, check, done.complete)
-        self.produce_purgatory.try_complete_else_watch(op, list(required))
+        self.produce_purgatory.watch(op, list(required))   # (replicated_now found it incomplete)
         return done
 
     def _check_replicas_reached(self, tp: TopicPartition, required_offset: int) -> tuple[bool, ErrorCode]:
@@ -429,6 +429,8 @@ class ReplicaManager(IsrMaintenance):
         if p is None:
             return True, (ErrorCode.KAFKA_STORAGE_ERROR if tp in self.offline_partitions
                           else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if p.high_watermark < required_offset and p.is_leader:
+            return False, ErrorCode.NONE   # not yet (as the Partition would say), without a config lookup
         return p.check_enough_replicas_reach_offset(required_offset, self.min_insync_replicas(tp[0]))
 
     def _check_synced(self, tp: TopicPartition, required_offset: int) -> tuple[bool, ErrorCode]:

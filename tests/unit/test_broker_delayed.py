@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import pytest
+from twisted.internet import task
 
 from odradek.broker.apis import fetch, produce
 from odradek.broker.log import Log
@@ -59,6 +60,79 @@ def test_purgatory_expires(broker):
     assert op.completions == []
     broker.clock.advance(0.002)
     assert op.completions == [True] and p.watched() == 0
+
+
+@pytest.fixture
+def clock():
+    return task.Clock()   # a purgatory's own: nothing else scheduled on it
+
+
+def test_purgatory_expires_each_op_at_its_own_deadline_with_one_timer_per_timeout(clock):
+    p = Purgatory("x", clock)
+    first, second, other, done = _Op(500, [False]), _Op(500, [False]), _Op(200, [False]), _Op(500, [False])
+    p.try_complete_else_watch(first, ["a"])
+    clock.advance(0.1)
+    p.try_complete_else_watch(second, ["a"])
+    p.try_complete_else_watch(other, ["b"])
+    p.try_complete_else_watch(done, ["c"])
+    assert len(clock.getDelayedCalls()) == 2        # one per timeout, not one per op
+    done.ready[0] = True
+    assert p.check_and_complete("c") == 1
+    clock.advance(0.2)                              # t=0.3: the 200 ms op, parked at 0.1
+    assert other.completions == [True] and first.completions == [] and second.completions == []
+    clock.advance(0.2)                              # t=0.5: the first 500 ms op only
+    assert first.completions == [True] and second.completions == []
+    clock.advance(0.099)
+    assert second.completions == []
+    clock.advance(0.002)                            # t=0.601: the second, 500 ms after it was parked
+    assert second.completions == [True] and done.completions == [False]
+    assert p.watched() == 0 and clock.getDelayedCalls() == []
+
+
+def test_purgatory_drops_a_timeout_s_timer_once_its_ops_completed(clock):
+    p = Purgatory("x", clock)
+    ready = [False]
+    ops = [_Op(30000, ready) for _ in range(3)]
+    for op in ops:
+        p.try_complete_else_watch(op, ["a"])
+    ready[0] = True
+    assert p.check_and_complete("a") == 3
+    assert clock.getDelayedCalls() == []            # nothing left to time out: no timer either
+    late = _Op(30000, [False])
+    p.try_complete_else_watch(late, ["a"])                 # a new timer, for the new op's deadline
+    clock.advance(29.999)
+    assert late.completions == []
+    clock.advance(0.002)
+    assert late.completions == [True]
+
+
+def test_an_op_parked_by_an_expiring_op_is_timed_from_when_it_was_parked(clock):
+    p = Purgatory("x", clock)
+    later = _Op(500, [False])
+
+    class Chained(_Op):
+        def on_complete(self):
+            super().on_complete()
+            p.try_complete_else_watch(later, ["b"])
+
+    chained = Chained(500, [False])
+    p.try_complete_else_watch(chained, ["a"])
+    clock.advance(0.5)
+    assert chained.completions == [True] and later.completions == []
+    clock.advance(0.499)
+    assert later.completions == []
+    clock.advance(0.002)
+    assert later.completions == [True] and clock.getDelayedCalls() == []
+
+
+def test_purgatory_shutdown_expires_everything_and_leaves_no_timer(clock):
+    p = Purgatory("x", clock)
+    ops = [_Op(t, [False]) for t in (100, 100, 5000)]
+    for op in ops:
+        p.try_complete_else_watch(op, ["a"])
+    p.shutdown()
+    assert [op.completions for op in ops] == [[True]] * 3
+    assert p.watched() == 0 and clock.getDelayedCalls() == []
 
 
 def test_long_poll_fetch_woken_by_append(broker):

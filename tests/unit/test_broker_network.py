@@ -327,3 +327,25 @@ def test_a_large_produce_is_appended_from_its_frame_and_a_large_fetch_leaves_in_
     stored = fetched.responses[0].partition_responses[0].record_set
     assert bytes(stored) == bytes(records[0]) and stored[rb.CRC_START - 5:] == big[rb.CRC_START - 5:]
     assert rb.parse_header(stored).base_offset == 2
+
+
+def test_answers_completed_by_another_connections_request_leave_in_one_write_per_connection(replicated):
+    """A follower's Fetch that moves the high watermark completes the parked acks=all Produces of
+    every producer: each producer's answers leave in one write when that Fetch's handling ends
+    (Kafka's processors likewise write what is ready once per poll), in their order."""
+    b = replicated
+    producers = [connect(b) for _ in range(2)]
+    writes: list[list[int]] = [[], []]
+    for (conn, tr), counts in zip(producers, writes):
+        tr.writeSequence = (lambda parts, ws=tr.writeSequence, counts=counts:
+                            (counts.append(len(parts)), ws(parts)))
+        conn.dataReceived(b"".join(frame(produce, 8, cid, produce_body("r", batch(1), acks=-1)) for cid in (1, 2, 3)))
+        assert tr.value() == b""
+    assert b.log_manager.get_log(("r", 0)).log_end_offset == 6
+    follower, _ = connect(b)
+    follower.dataReceived(frame(fetch, 11, 9, fetch_body("r", offset=6, replica_id=2)))
+    assert writes == [[3], [3]]
+    for _, tr in producers:
+        out = responses(tr)
+        assert [struct.unpack(">i", r[:4])[0] for r in out] == [1, 2, 3]
+        assert [decode_response(produce, 8, r)[1].responses[0].partition_responses[0].error_code for r in out] == [0] * 3
