@@ -3,9 +3,10 @@
 Invariant: the load is many pipelined requests of ONE kind (Produce of one record, or of
 ``--records`` records of ``--record-size`` bytes in one batch, with ``--acks``; Fetch with nothing
 new, Metadata of one topic or of all topics, ApiVersions, OffsetCommit, Heartbeat), each frame
-encoded once by odradek's codec and re-sent with only its correlation id changed, from ``--processes`` client
-processes of ``--connections`` sockets with ``--in-flight`` requests outstanding on each; every
-response is read whole and its error code checked (a benchmark of errors is no benchmark). The
+encoded once by odradek's codec and re-sent with only its correlation id changed, from
+``--processes`` client processes of ``--connections`` sockets with ``--in-flight`` requests
+outstanding on each; every response is read whole, and the first and every ``--check-every``-th
+after it decoded and its error code checked (a benchmark of errors is no benchmark). The
 broker's CPU is read from /proc/<pid>/stat before and after (the process listening on the port,
 or ``--broker-pid``). ``--floor`` runs the same clients, in the same run, against a minimal
 Twisted server that answers each frame with a fixed response, so every figure comes with its
@@ -226,7 +227,7 @@ def _load(address: str, api: ModuleType, version: int, frame: bytes, connections
                 latencies.append(int((time.perf_counter() - t0) * 1e6))
                 count += 1
                 done += 1
-                if check_every and count % check_every == 1:
+                if check_every and (count - 1) % check_every == 0:   # the 1st, the (N+1)th, ...
                     code = _error_code(api, version, frame_in)
                     if code:
                         errors += 1

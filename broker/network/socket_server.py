@@ -12,11 +12,12 @@ requests before it have been sent; a CloseConnection (garbage, an acks=0 failure
 once. Either closes only that connection. The responses answered while handling one read (a
 pipelining client's many requests) go out together at its end (and before any close), in order:
 on a plaintext socket through its ``SocketWriter`` (one ``sendmsg``, no copy into Twisted's
-buffer), on TLS as one ``writeSequence``. So do the responses of other connections that the handling
-completed (a follower's Fetch that moved the high watermark completes the parked acks=all Produces
-of many producers): one write per connection at the end, not one per response. On a plaintext listener the rest of a large request is
-received straight into its frame's buffer (``socket_reader.py``), and a large Produce is handled
-from that buffer, lent (``protocol/connection.py:FrameReader``). A connection over the ``ConnectionQuotas`` limits is
+buffer), on TLS as one ``writeSequence``. So do the responses of other connections that the
+handling completed (a follower's Fetch that moved the high watermark completes the parked acks=all
+Produces of many producers): one write per connection at the end, not one per response. On a
+plaintext listener the rest of a large request is received straight into its frame's buffer
+(``socket_reader.py``), and a large Produce is handled from that buffer, lent
+(``protocol/connection.py:FrameReader``). A connection over the ``ConnectionQuotas`` limits is
 closed as soon as it is accepted; one with no request in progress and no bytes either way for
 ``connections.max.idle.ms`` is closed by its factory.
 On a TLS listener the socket is TLS from its first byte (Twisted's TLS over pyOpenSSL); on a SASL
@@ -60,6 +61,7 @@ from .socket_writer import SocketWriter, plain_socket
 log = logging.getLogger(__name__)
 
 MAX_QUEUED_REQUESTS = 64  # beyond this many unhandled frames we stop reading the socket
+MAX_OVERLAPPED = 64       # Produces parked at once per connection; those behind wait in the queue
 
 
 class _Handling:
@@ -73,7 +75,6 @@ class _Handling:
 
 
 _HANDLING = _Handling()
-MAX_OVERLAPPED = 64       # Produces parked at once per connection; those behind wait in the queue
 
 
 class KafkaConnection(protocol.Protocol):

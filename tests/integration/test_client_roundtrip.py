@@ -141,6 +141,39 @@ def test_perf_requests_refuses_a_topic_the_broker_does_not_know_in_one_line(clus
                                      "or pass --topic)"]
 
 
+def test_perf_requests_with_acks_all_lands_every_acknowledged_produce(cluster):
+    """``odradek perf requests --acks all``: every Produce is sent with acks=-1 and answered
+    without an error, and the partition holds exactly one record per answered Produce; against a
+    topic whose min.insync.replicas its one replica cannot meet, the same load is refused, as only
+    acks=all Produces are, and the tool says so."""
+    import os
+    import subprocess
+    import sys
+    topic, short = "perf-acks-all", "perf-acks-all-short-isr"
+    with AdminClient(bootstrap_servers=cluster.bootstrap_servers) as admin:
+        admin.create_topics([NewTopic(topic, 1, 1), NewTopic(short, 1, 1, {"min.insync.replicas": "2"})])
+        wait_for_leaders(admin, topic, 1)
+        wait_for_leaders(admin, short, 1)
+    odradek = os.path.join(os.path.dirname(sys.executable), "odradek")
+
+    def load(topic_: str) -> subprocess.CompletedProcess:
+        return subprocess.run([odradek, "perf", "requests", "--bootstrap-server", cluster.bootstrap_servers,
+                               "--request", "produce", "--acks", "all", "--topic", topic_, "--seconds", "0.5",
+                               "--processes", "1", "--connections", "2", "--in-flight", "8", "--check-every", "1"],
+                              capture_output=True, text=True, timeout=300)
+
+    r = load(topic)
+    assert r.returncode == 0, r.stderr
+    (line,) = r.stdout.splitlines()
+    assert " 0 errors" in line, line
+    requests = int(line.split(": ", 1)[1].split(" ")[0].replace(",", ""))
+    tp = TopicPartition(topic, 0)
+    with Consumer(bootstrap_servers=cluster.bootstrap_servers) as consumer:
+        assert requests > 0 and consumer.end_offsets([tp]) == {tp: requests}
+    r = load(short)
+    assert r.returncode == 1 and "(NOT_ENOUGH_REPLICAS first)" in r.stderr, (r.stdout, r.stderr)
+
+
 def test_perf_requests_of_large_produces_lands_every_record_whole(cluster):
     """``odradek perf requests --records --record-size``: 100 KiB Produces, each received into the
     broker's reused buffer and appended from it, are all answered without an error, and every
