@@ -4,7 +4,8 @@ Invariant: a Completion completes exactly once; callbacks run in the order they 
 added, at completion, or at once when added to one already complete. It has no error
 channel (a slow answer carries its error code in its value) and imports nothing: the
 sans-IO coordinators, the replica manager and its purgatories return Completions, and
-only the request layer turns one into a Deferred (``broker/apis/context.py``).
+the request layer waits on them as they are, with a response or a Failure as the value of
+its own (``broker/apis/context.py:settle``); a coroutine handler awaits one as a Deferred.
 """
 from __future__ import annotations
 

@@ -7,10 +7,12 @@ metadata cache, a real LogManager in a tmp dir and ``task.Clock``.
 
 Handler module contract (one module per API in this package):
 ``API`` (the protocol module), ``MIN_VERSION``/``MAX_VERSION`` (what we advertise),
-``handle(ctx, rc, request) -> dict | None | Deferred[dict | None]`` (None = no
-response, e.g. acks=0) and ``error_response(request, version, code) -> dict``.
-What the broker's parts answer later is a ``Completion`` (``broker/completion.py``);
-a handler turns it into its response with ``respond_when`` (or awaits ``to_deferred``).
+``handle(ctx, rc, request) -> dict | None | Deferred[dict | None] | Completion[dict | None | Failure]``
+(None = no response, e.g. acks=0) and ``error_response(request, version, code) -> dict``.
+What the broker's parts answer later is a ``Completion`` (``broker/completion.py``); a handler
+turns it into its response with ``respond_when``, a Completion of the response (or of the
+Failure its building raised), which the request handler and the socket layer wait on as it is:
+no Deferred on the path of a parked Produce or Fetch. A coroutine handler awaits ``to_deferred``.
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional, TypeVar
 
 from kazoo.exceptions import ConnectionLoss, SessionExpiredError
 from twisted.internet import defer
+from twisted.python.failure import Failure
 
 from odradek.broker.completion import Completion
 from odradek.protocol.errors import ErrorCode, KafkaError
@@ -148,12 +151,29 @@ def to_deferred(completion: Completion[T]) -> defer.Deferred:
     return d
 
 
-def respond_when(done: Completion[T], build: Callable[[T], R]) -> R | defer.Deferred:
-    """``build(value)`` now when ``done`` is already complete (the fast path: no Deferred),
-    else a Deferred of it; an exception in ``build`` reaches the request handler either way."""
+def respond_when(done: Completion[T], build: Callable[[T], R]) -> R | Completion[R | Failure]:
+    """``build(value)`` now when ``done`` is already complete (the fast path), else a Completion
+    of it; an exception in ``build`` reaches the request handler either way: raised now, or later
+    as the Completion's value, a Failure (whoever completes ``done``, a purgatory, is not hurt)."""
     if done.done:
         return build(done.result)
-    return to_deferred(done).addCallback(build)
+    return settle(done, build)
+
+
+def settle(done: Completion[Any], fn: Callable[[Any], R]) -> Completion[R | Failure]:
+    """A Completion of ``fn(value)`` once ``done`` completes; an exception raised by ``fn`` is its
+    value, as a Failure. (The request layer's Completions carry a response or the Failure that
+    stands in for one; ``fn`` gets those Failures too, and decides.)"""
+    out: Completion[R | Failure] = Completion()
+
+    def step(value: Any) -> None:
+        try:
+            result: R | Failure = fn(value)
+        except Exception:
+            result = Failure()
+        out.complete(result)
+    done.add_callback(step)
+    return out
 
 
 async def await_leaders(ctx: BrokerContext, wanted: dict[str, int], timeout_ms: int) -> list[str]:

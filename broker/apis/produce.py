@@ -20,8 +20,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from twisted.internet import defer
-
+from odradek.broker.completion import Completion
 from odradek.protocol.apis import produce as API
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.header import RequestHeader
@@ -31,7 +30,7 @@ from odradek.zk.topics import is_internal
 
 from ..replication.replica_manager import produce_error
 from .authz import CLUSTER, IDEMPOTENT_WRITE, TOPIC, TRANSACTIONAL_ID, WRITE, authorize, denied
-from .context import BrokerContext, CloseConnection, RequestContext, respond_when, to_deferred
+from .context import BrokerContext, CloseConnection, RequestContext, respond_when
 
 MIN_VERSION = 0
 MAX_VERSION = 9
@@ -84,7 +83,7 @@ def handle(ctx: BrokerContext, rc: RequestContext, req):
 
 
 def handle_one(ctx: BrokerContext, rc: RequestContext | None, header: RequestHeader, one: OnePartitionProduce
-               ) -> bytes | dict | None | defer.Deferred:
+               ) -> bytes | dict | None | Completion:
     """``handle`` for the common request (``protocol/produce_one.py``: one partition, no
     transactional id), read straight from the frame: the same checks, the same append, the same
     answer, without the general path's per-request tables. ``rc`` is needed with an authorizer only.
@@ -108,7 +107,7 @@ def handle_one(ctx: BrokerContext, rc: RequestContext | None, header: RequestHea
     done = ctx.replica_manager.append_one(one.timeout_ms, acks, tp, records)
     if isinstance(done, dict):
         return _one_answer(acks, header, topic, index, done)
-    return to_deferred(done).addCallback(lambda results: _one_answer(acks, header, topic, index, results[tp]))
+    return respond_when(done, lambda results: _one_answer(acks, header, topic, index, results[tp]))
 
 
 def _refusal(ctx: BrokerContext, rc: RequestContext | None, transactional_id: str | None, transactional: bool,

@@ -1,7 +1,10 @@
 """Request dispatch: header → handler module → encoded response (or close).
 
 Invariant: every frame ends in exactly one of: an encoded response (header+body,
-no size prefix), None (no response: acks=0 produce), or CloseConnection — for a
+no size prefix), None (no response: acks=0 produce), or CloseConnection, either now or later
+as the value of a ``Completion`` (the CloseConnection then as a Failure): whatever a handler
+answers later, through ``respond_when`` or a coroutine's Deferred, reaches the socket layer as a
+Completion, its one kind of pending answer. CloseConnection is for a
 garbage header, an unknown API key, an unsupported version of any API but
 ApiVersions, or a body that does not decode (what Kafka does; a Metadata body may be followed
 by bytes that are ignored, see TRAILING_BYTES_IGNORED). ApiVersions at an
@@ -33,7 +36,8 @@ from odradek.protocol.schema import EncodeError
 
 from .. import apis
 from ..apis import api_versions
-from ..apis.context import BrokerContext, CloseConnection, RequestContext
+from ..apis.context import BrokerContext, CloseConnection, RequestContext, settle
+from ..completion import Completion
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +62,7 @@ class RequestHandler:
         self._read_header = header_reader()   # decode_request_header in C, when built
 
     def handle(self, frame: bytes | memoryview, listener: str = "PLAINTEXT", peer: str = "", principal: str = "User:ANONYMOUS",
-               token_authenticated: bool = False, throttle: Throttle | None = None) -> bytes | list | None | defer.Deferred:
+               token_authenticated: bool = False, throttle: Throttle | None = None) -> bytes | list | None | Completion:
         quotas = self.ctx.quotas
         timed = throttle is not None and quotas is not None and quotas.active
         # the common Produce, header and body read in one go (no client quota: it needs the request)
@@ -100,19 +104,37 @@ class RequestHandler:
             raise
         except Exception as e:
             result = self._error_body(route.module, req, header, e)
+        kind = type(result)
+        if kind is Completion:   # answered later (respond_when): a body, or a Failure standing in for one
+            if timed and throttle is not None:
+                handler_s = time.perf_counter() - started
+                result = settle(result, lambda body: body if isinstance(body, Failure) else
+                                self._throttle(body, rc, req, len(frame), handler_s, throttle))
+            return settle(result, lambda body: self._answer_later(
+                body, route, header, lambda f: self._error_body(route.module, req, header, f.value, f)))
         # (a body is told from a Deferred by its exact type first: see is_deferred)
-        deferred = type(result) is not dict and is_deferred(result)
+        deferred = kind is not dict and is_deferred(result)
         if timed and throttle is not None:
             handler_s = time.perf_counter() - started
             if deferred:
                 result.addCallback(self._throttle, rc, req, len(frame), handler_s, throttle)
             else:
                 result = self._throttle(result, rc, req, len(frame), handler_s, throttle)
-        if deferred:
-            result.addErrback(self._deferred_error, route.module, req, header)
+        if deferred:   # a coroutine handler's: its answer, or its Failure, as a Completion
+            result.addErrback(self._failure_answer, route.module, req, header)
             result.addCallback(self._encode, route, header)
-            return result
+            return completion_of(result)
         return self._encode(result, route, header)
+
+    def _answer_later(self, body: Any, route: Route, header: RequestHeader,
+                      error_body: Callable[[Failure], dict | None]) -> Any:
+        """The encoded answer to a body that came later, or to the Failure that came instead (its
+        ``error_body``; a CloseConnection stays a Failure, for the socket layer)."""
+        if isinstance(body, Failure):
+            if body.check(CloseConnection):
+                return body
+            body = error_body(body)
+        return self._encode(body, route, header)
 
     def _route(self, header: RequestHeader) -> Route | None:
         """The route of a header's API key and version, remembered; None for an ApiVersions at a
@@ -130,7 +152,7 @@ class RequestHandler:
         return route
 
     def _produce_one(self, frame: bytes | memoryview, header: RequestHeader, route: Route,
-                     rc: RequestContext | None, one: OnePartitionProduce) -> bytes | list | None | defer.Deferred:
+                     rc: RequestContext | None, one: OnePartitionProduce) -> bytes | list | None | Completion:
         """The common Produce (``produce.handle_one``), taken only where nothing needs the decoded
         request (no client quota); an error is answered as ``handle`` answers it."""
         module = route.module
@@ -147,10 +169,9 @@ class RequestHandler:
             result = error_body(e)
         if type(result) is bytes:   # the plain answer, encoded whole
             return result
-        if type(result) is defer.Deferred:   # (one callback pair: each link of a chain costs)
-            return result.addCallbacks(
-                lambda r: r if type(r) is bytes else self._encode(r, route, header),
-                lambda f: f if f.check(CloseConnection) else self._encode(error_body(f.value, f), route, header))
+        if type(result) is Completion:
+            return settle(result, lambda r: r if type(r) is bytes else self._answer_later(
+                r, route, header, lambda f: error_body(f.value, f)))
         return self._encode(result, route, header)
 
     def produce_may_overlap(self) -> bool:
@@ -170,7 +191,7 @@ class RequestHandler:
                 throttle(ms, hold)
         return body
 
-    def _deferred_error(self, failure: Failure, module: ModuleType, req, header: RequestHeader):
+    def _failure_answer(self, failure: Failure, module: ModuleType, req, header: RequestHeader):
         if failure.check(CloseConnection):
             return failure
         return self._error_body(module, req, header, failure.value, failure)
@@ -216,6 +237,14 @@ class Route:
         self.allow_trailing = api.API_KEY in TRAILING_BYTES_IGNORED
         # a fetch's large records stay parts of their own (no other response carries records)
         self.encode = response_encoder(api, version, parts=api.API_KEY == FETCH_KEY)
+
+
+def completion_of(d: defer.Deferred) -> Completion:
+    """A Completion of what ``d`` fires with, its result or its Failure (the socket layer waits on
+    Completions only)."""
+    c: Completion = Completion()
+    d.addBoth(c.complete)
+    return c
 
 
 def is_deferred(result: object) -> bool:

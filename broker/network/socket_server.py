@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
+from functools import partial
 from itertools import repeat
 from time import perf_counter
 from typing import Any
@@ -49,11 +50,12 @@ from odradek.protocol.connection import RequestTicket, ServerConnection
 from odradek.protocol.errors import KafkaError
 
 from ..apis.context import CloseConnection
+from ..completion import Completion
 from ..security.listeners import ListenerSecurity
 from ..security.principal import ANONYMOUS, certificate_dn, user
 from ..security.sasl_server import CredentialLookup, SaslAuthenticator, SaslFailure, TokenLookup
 from .connection_quotas import ConnectionQuotas
-from .request_handler import RequestHandler, is_deferred
+from .request_handler import RequestHandler, completion_of, is_deferred
 from .socket_buffers import USE_DEFAULT, set_buffer_sizes
 from .socket_reader import DirectReadPort
 from .socket_writer import SocketWriter, plain_socket
@@ -105,7 +107,7 @@ class KafkaConnection(protocol.Protocol):
         self._closed = False
         self._paused = False
         self._counted = False      # holds a place in the factory's ConnectionQuotas
-        self._handling = False     # in _handle_queued: a Deferred firing meanwhile need not re-enter it
+        self._handling = False     # in _handle_queued: an answer completed meanwhile need not re-enter it
         self._muted = False        # throttled by a client quota: nothing more is read or handled
         self._throttle: tuple[int, bool] | None = None   # set by the request handler for the next _send
         self.last_active = 0.0     # the factory clock's seconds at the last byte in or out
@@ -231,18 +233,16 @@ class KafkaConnection(protocol.Protocol):
                 log.exception("unexpected error handling a request from %s; closing the connection", self.peer)
                 self._close_now("unexpected error")
                 return
-            if type(result) is not bytes and is_deferred(result):
-                if result.called:  # finished synchronously: take its result without recursing
-                    box: list[Any] = []
-                    result.addBoth(box.append)
-                    result = box[0]
+            if type(result) is Completion:   # an answer that comes later (or has come already)
+                if result.done:   # take it without recursing
+                    result = result.result
                     if isinstance(result, Failure):
                         self._failed(result)
                         return
                 else:
                     if ticket.context is not None:
                         ticket.context += (perf_counter(),)
-                    result.addCallbacks(self._deferred_done, self._failed, callbackArgs=(ticket,))
+                    result.add_callback(partial(self._answered_later, ticket))
                     continue
             self._send(ticket, result)
         if self._closed:
@@ -268,13 +268,17 @@ class KafkaConnection(protocol.Protocol):
     def _authenticate(self, frame: bytes | memoryview) -> Any:
         assert self.sasl is not None
         try:
-            return self.sasl.receive(bytes(frame))   # (a lent Produce frame is a view)
+            answer = self.sasl.receive(bytes(frame))   # (a lent Produce frame is a view)
+            return completion_of(answer) if is_deferred(answer) else answer   # (a credential lookup's)
         except SaslFailure as e:
             raise CloseConnection(f"SASL authentication failed: {e}") from None
         except KafkaError as e:  # a SASL request that does not decode (or a version it lacks): Kafka closes
             raise CloseConnection(f"undecodable request during SASL authentication ({e})") from None
 
-    def _deferred_done(self, response: bytes | list | None, ticket: RequestTicket) -> None:
+    def _answered_later(self, ticket: RequestTicket, response: bytes | list | None | Failure) -> None:
+        if isinstance(response, Failure):
+            self._failed(response)
+            return
         self._send(ticket, response)
         self._process()
 

@@ -9,9 +9,11 @@ from types import ModuleType
 from typing import Any
 
 from twisted.internet import defer, task
+from twisted.python.failure import Failure
 
 from odradek.broker.apis.context import BrokerContext, RequestContext
 from odradek.broker.apis.controller_common import ControllerView
+from odradek.broker.completion import Completion
 from odradek.broker.config.kafka_config import KafkaConfig
 from odradek.broker.log.manager import LogManager
 from odradek.broker.metadata_cache import BrokerMetadata, MetadataCache, PartitionMetadata
@@ -84,9 +86,9 @@ def call(broker: Broker, handler: ModuleType, version: int, body: dict, listener
     req = api.Request.decode(api.Request.encode(body, version), version)
     rc = RequestContext(api.API_KEY, version, 7, "test", listener, "127.0.0.1:1", principal)
     result = handler.handle(broker.ctx, rc, req)
-    if isinstance(result, defer.Deferred):
+    if isinstance(result, (defer.Deferred, Completion)):
         box: list = []
-        result.addBoth(box.append)
+        answered(result).addBoth(box.append)
         assert box, "handler did not complete (advance the clock?)"
         result = box[0]
         if hasattr(result, "raiseException"):
@@ -94,13 +96,26 @@ def call(broker: Broker, handler: ModuleType, version: int, body: dict, listener
     return decode(api, version, result)
 
 
+def answered(result) -> defer.Deferred:
+    """A handler's result as a Deferred: a Completion's value (a body, or the Failure standing in
+    for one) fires it, as a coroutine handler's Deferred does."""
+    if not isinstance(result, Completion):
+        return result if isinstance(result, defer.Deferred) else defer.succeed(result)
+    d: defer.Deferred = defer.Deferred()
+    result.add_callback(lambda v: d.errback(v) if isinstance(v, Failure) else d.callback(v))
+    return d
+
+
 def call_deferred(broker: Broker, handler: ModuleType, version: int, body: dict) -> defer.Deferred:
     """Like ``call`` but returns the Deferred (for parked requests); fires the decoded response."""
     api = handler.API
     req = api.Request.decode(api.Request.encode(body, version), version)
     rc = RequestContext(api.API_KEY, version, 7, "test", "PLAINTEXT", "127.0.0.1:1")
-    return defer.maybeDeferred(handler.handle, broker.ctx, rc, req).addCallback(
-        lambda r: decode(api, version, r))
+    try:
+        result = handler.handle(broker.ctx, rc, req)
+    except Exception:
+        return defer.fail()
+    return answered(result).addCallback(lambda r: decode(api, version, r))
 
 
 def decode(api: ModuleType, version: int, body: dict | None):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from twisted.internet import defer
+from twisted.python.failure import Failure
 
 from odradek.broker.apis.context import respond_when
 from odradek.broker.completion import Completion
@@ -35,22 +35,23 @@ def test_map_and_all_of():
     assert Completion.all_of([]).done
 
 
-def test_respond_when_is_synchronous_on_the_fast_path_and_deferred_otherwise():
+def test_respond_when_is_synchronous_on_the_fast_path_and_a_completion_otherwise():
     assert respond_when(Completion.completed(2), lambda v: {"x": v}) == {"x": 2}
     pending: Completion[int] = Completion()
-    d = respond_when(pending, lambda v: {"x": v})
-    assert isinstance(d, defer.Deferred) and not d.called
+    later = respond_when(pending, lambda v: {"x": v})
+    assert isinstance(later, Completion) and not later.done
     pending.complete(5)
-    assert d.result == {"x": 5}
+    assert later.result == {"x": 5}
 
 
-def test_an_error_while_building_the_response_reaches_the_deferred():
+def test_an_error_while_building_the_response_is_the_answer_s_failure():
     pending: Completion[int] = Completion()
 
     def build(v: int) -> dict:
         raise ValueError("bad")
-    d = respond_when(pending, build)
-    pending.complete(1)   # the purgatory completing it is not hurt
-    failures: list = []
-    d.addErrback(failures.append)
-    assert failures and failures[0].check(ValueError)
+    later = respond_when(pending, build)
+    seen: list = []
+    pending.add_callback(lambda v: seen.append(("after", v)))
+    pending.complete(1)   # the purgatory completing it is not hurt, nor its other callbacks
+    assert seen == [("after", 1)]
+    assert isinstance(later.result, Failure) and later.result.check(ValueError)

@@ -355,7 +355,7 @@ def test_a_parked_acks_all_produce_is_answered_by_the_one_partition_path(tmp_pat
             {"name": "r", "partition_data": [{"index": 0, "records": batch(2)}]}]})
         result = RequestHandler(b.ctx).handle(frame)
         box: list = []
-        result.addBoth(box.append)
+        result.add_callback(box.append)   # a Completion: what the socket layer waits on
         assert not box   # waits for the follower
         b.clock.advance(0.6)
         [response] = box
