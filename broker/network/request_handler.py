@@ -105,25 +105,17 @@ class RequestHandler:
         except Exception as e:
             result = self._error_body(route.module, req, header, e)
         kind = type(result)
-        if kind is Completion:   # answered later (respond_when): a body, or a Failure standing in for one
+        if kind is not dict and kind is not Completion and is_deferred(result):
+            result, kind = completion_of(result), Completion   # a coroutine handler's answer, or its Failure
+        if kind is Completion:   # answered later: a body, or a Failure standing in for one
             if timed and throttle is not None:
                 handler_s = time.perf_counter() - started
                 result = settle(result, lambda body: body if isinstance(body, Failure) else
                                 self._throttle(body, rc, req, len(frame), handler_s, throttle))
             return settle(result, lambda body: self._answer_later(
                 body, route, header, lambda f: self._error_body(route.module, req, header, f.value, f)))
-        # (a body is told from a Deferred by its exact type first: see is_deferred)
-        deferred = kind is not dict and is_deferred(result)
         if timed and throttle is not None:
-            handler_s = time.perf_counter() - started
-            if deferred:
-                result.addCallback(self._throttle, rc, req, len(frame), handler_s, throttle)
-            else:
-                result = self._throttle(result, rc, req, len(frame), handler_s, throttle)
-        if deferred:   # a coroutine handler's: its answer, or its Failure, as a Completion
-            result.addErrback(self._failure_answer, route.module, req, header)
-            result.addCallback(self._encode, route, header)
-            return completion_of(result)
+            result = self._throttle(result, rc, req, len(frame), time.perf_counter() - started, throttle)
         return self._encode(result, route, header)
 
     def _answer_later(self, body: Any, route: Route, header: RequestHeader,
@@ -190,11 +182,6 @@ class RequestHandler:
             if ms > 0:
                 throttle(ms, hold)
         return body
-
-    def _failure_answer(self, failure: Failure, module: ModuleType, req, header: RequestHeader):
-        if failure.check(CloseConnection):
-            return failure
-        return self._error_body(module, req, header, failure.value, failure)
 
     def _error_body(self, module: ModuleType, req, header: RequestHeader, exc: BaseException,
                     failure: Failure | None = None) -> dict | None:

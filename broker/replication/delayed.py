@@ -55,9 +55,9 @@ class DelayedOperation:
 class Purgatory:
     """Watchers per key, plus a queue and a timer per timeout."""
 
-    # an op due within this much of a timer's firing is due (the scheduler's own arithmetic of
-    # the delay may land a hair before the op's deadline)
-    _SLACK_S = 0.0005
+    # an op due within this much of a timer's firing is due: the float rounding of
+    # ``seconds() + delay`` may land the firing a hair before the op's deadline (never more)
+    _SLACK_S = 1e-6
 
     def __init__(self, name: str, scheduler: Any):
         self.name = name
@@ -133,11 +133,13 @@ class Purgatory:
         op.completed = True
         op.expired = expired
         queue = self._queues.get(op._queue)
-        if queue is not None and queue.pop(op, 0) is None and not queue:
-            del self._queues[op._queue]   # no op left to time out: neither queue nor timer
-            timer = self._timers.pop(op._queue)
-            if timer.active():   # (not when it is the one firing)
-                timer.cancel()
+        if queue is not None and op in queue:
+            del queue[op]
+            if not queue:   # no op left to time out: neither queue nor timer
+                del self._queues[op._queue]
+                timer = self._timers.pop(op._queue)
+                if timer.active():   # (not when it is the one firing)
+                    timer.cancel()
         for key in op._keys:
             watchers = self._watchers.get(key)
             if watchers is not None:

@@ -288,13 +288,14 @@ class Partition:
         return low
 
     def check_enough_replicas_reach_offset(self, required_offset: int,
-                                           min_insync_replicas: int) -> tuple[bool, ErrorCode]:
+                                           min_insync_replicas: Callable[[], int]) -> tuple[bool, ErrorCode]:
         """For DelayedProduce: (done, error) once HW ≥ ``required_offset`` and this log's group
-        commit (``flush.messages``, ``log_syncs.py``) has synced it."""
+        commit (``flush.messages``, ``log_syncs.py``) has synced it. ``min_insync_replicas`` is
+        asked only then (a config lookup, skipped on every "not yet")."""
         if not self.is_leader:
             return True, ErrorCode.NOT_LEADER_OR_FOLLOWER
         if self.high_watermark >= required_offset and not self.log.awaits_sync(required_offset):
-            if len(self.maximal_isr) < min_insync_replicas:
+            if len(self.maximal_isr) < min_insync_replicas():
                 return True, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
             return True, ErrorCode.NONE
         return False, ErrorCode.NONE

@@ -429,9 +429,7 @@ class ReplicaManager(IsrMaintenance):
         if p is None:
             return True, (ErrorCode.KAFKA_STORAGE_ERROR if tp in self.offline_partitions
                           else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        if p.high_watermark < required_offset and p.is_leader:
-            return False, ErrorCode.NONE   # not yet (as the Partition would say), without a config lookup
-        return p.check_enough_replicas_reach_offset(required_offset, self.min_insync_replicas(tp[0]))
+        return p.check_enough_replicas_reach_offset(required_offset, lambda: self.min_insync_replicas(tp[0]))
 
     def _check_synced(self, tp: TopicPartition, required_offset: int) -> tuple[bool, ErrorCode]:
         """acks=1: done once the leader's log has no group commit due below ``required_offset``."""

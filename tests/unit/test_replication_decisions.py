@@ -187,12 +187,15 @@ def test_isr_write_ignored_after_new_epoch():
 
 def test_enough_replicas_after_shrink():
     p = leader(leo=10, now=0)
-    assert p.check_enough_replicas_reach_offset(10, 2) == (False, ErrorCode.NONE)
+
+    def not_asked() -> int:
+        raise AssertionError("min.insync.replicas looked up while the HW is short")
+    assert p.check_enough_replicas_reach_offset(10, not_asked) == (False, ErrorCode.NONE)
     p.prepare_isr_update([1])
     p.complete_isr_update(5, [1], 4)
     assert p.maybe_increment_high_watermark(10**6)
-    assert p.check_enough_replicas_reach_offset(10, 2) == (True, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
-    assert p.check_enough_replicas_reach_offset(10, 1) == (True, ErrorCode.NONE)
+    assert p.check_enough_replicas_reach_offset(10, lambda: 2) == (True, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
+    assert p.check_enough_replicas_reach_offset(10, lambda: 1) == (True, ErrorCode.NONE)
 
 
 def test_new_leader_resets_caught_up_times():
