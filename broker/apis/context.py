@@ -139,6 +139,25 @@ def wait_for_metadata(ctx: BrokerContext, condition: Callable[[], bool], timeout
     return d
 
 
+# How long, beyond zookeeper.session.timeout.ms, a request answered from the metadata cache waits
+# for this broker's first UpdateMetadata (``first_metadata``)
+FIRST_METADATA_SLACK_MS = 3000
+
+
+def first_metadata(ctx: BrokerContext) -> defer.Deferred:
+    """A Deferred firing once this broker has had its first UpdateMetadata, for the requests
+    answered from the metadata cache (Metadata, DescribeCluster) that arrive before it. From binding
+    its listeners until then, the cache knows no broker, not even this one: a Metadata answer would
+    tell a client the cluster has no brokers and no topics (librdkafka's "Partial response"), or
+    that a named topic is missing and may be auto-created. Kafka 2.8 answers from the empty cache.
+    A broker restarted after a kill -9 registers only once its previous ZooKeeper session has
+    expired, so this waits up to zookeeper.session.timeout.ms plus FIRST_METADATA_SLACK_MS; then
+    it fires anyway, and the request is answered with what is known."""
+    cache = ctx.metadata_cache
+    wait_ms = int(ctx.config["zookeeper.session.timeout.ms"]) + FIRST_METADATA_SLACK_MS
+    return wait_for_metadata(ctx, lambda: cache.version > 0, wait_ms)
+
+
 class CloseConnection(Exception):
     """Raised by the dispatcher (or a handler) to drop this client's connection, as Kafka does."""
 

@@ -2,7 +2,8 @@
 
 Invariant: the answer comes only from the MetadataCache (filled by the controller's
 UpdateMetadata), using each broker's endpoint on the listener this connection
-arrived on. An unknown, valid topic may be auto-created (auto.create.topics.enable
+arrived on; a request that arrives before the first UpdateMetadata waits for it
+(``context.first_metadata``). An unknown, valid topic may be auto-created (auto.create.topics.enable
 and, v4+, allow_auto_topic_creation): the znodes are written in a thread and the
 topic is answered LEADER_NOT_AVAILABLE meanwhile; INVALID_REPLICATION_FACTOR when
 default.replication.factor exceeds the live brokers, as Kafka 2.8 does. The answer is
@@ -22,6 +23,8 @@ from __future__ import annotations
 
 import logging
 
+from twisted.internet import defer
+
 from odradek.protocol.apis import metadata as API
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.header import EncodedBody
@@ -31,7 +34,7 @@ from odradek.zk import topics as topic_rules
 from ..metadata_cache import MetadataCache
 from .authz import (CLUSTER, CREATE, DESCRIBE, NO_OPERATIONS, TOPIC, authorize, authorized_operations,
                     cluster_operations, denied)
-from .context import BrokerContext, RequestContext
+from .context import BrokerContext, RequestContext, first_metadata
 from .metadata_answers import MetadataAnswers
 
 log = logging.getLogger(__name__)
@@ -40,7 +43,13 @@ MIN_VERSION = 0
 MAX_VERSION = 11
 
 
-def handle(ctx: BrokerContext, rc: RequestContext, req) -> dict | EncodedBody:
+def handle(ctx: BrokerContext, rc: RequestContext, req) -> dict | EncodedBody | defer.Deferred:
+    if not ctx.metadata_cache.version:   # before this broker's first UpdateMetadata
+        return first_metadata(ctx).addCallback(lambda _: _answer(ctx, rc, req))
+    return _answer(ctx, rc, req)
+
+
+def _answer(ctx: BrokerContext, rc: RequestContext, req) -> dict | EncodedBody:
     version = rc.api_version
     cache = ctx.metadata_cache
     listener = rc.listener

@@ -1,6 +1,8 @@
 """The producer and consumer follow a partition leader change (kill -9 of the leader)."""
 from __future__ import annotations
 
+import socket
+import threading
 import time
 
 from odradek.client import AdminClient, Consumer, NewTopic, Producer, TopicPartition
@@ -96,3 +98,36 @@ def test_clients_survive_a_broker_restart(cluster_factory):
     finally:
         producer.close(10)
         consumer.close()
+
+
+def test_a_restarted_broker_answers_metadata_with_the_cluster_from_its_first_request(cluster_factory):
+    """After a kill -9 a restarted broker listens well before it can register (its old ZooKeeper
+    session must expire first), and then before the controller's UpdateMetadata reaches it. A
+    client that reaches it then must not be told the cluster has no brokers and no topics
+    (librdkafka's list_topics failed with "Partial response"): its Metadata waits for the cluster.
+    With one broker, the restarted broker is the new controller: its failover's first
+    UpdateMetadata must carry the topics too."""
+    from confluent_kafka.admin import AdminClient as ConfluentAdmin
+
+    cluster = cluster_factory(brokers=1, overrides={"zookeeper.session.timeout.ms": 6000})
+    topic = "seen-after-restart"
+    with AdminClient(bootstrap_servers=cluster.bootstrap_servers) as admin:
+        admin.create_topics([NewTopic(topic, 2, 1)])
+        wait_until(lambda: all(leader_of(admin, topic, p) >= 0 for p in (0, 1)), what="leaders")
+    host, port = cluster.broker_address(1).rsplit(":", 1)
+    registration = cluster.zk.exists("/brokers/ids/1").czxid
+    cluster.kill_broker(1)
+    starting = threading.Thread(target=cluster.start_broker, args=(1,))
+    starting.start()
+    try:
+        def accepts() -> bool:
+            with socket.socket() as s:
+                return s.connect_ex((host, int(port))) == 0
+        wait_until(accepts, 60, "the restarted broker's listener", interval=0.01)
+        now = cluster.zk.exists("/brokers/ids/1")
+        assert now is None or now.czxid == registration   # asked before it registered anew
+        md = ConfluentAdmin({"bootstrap.servers": f"{host}:{port}"}).list_topics(timeout=60)
+        assert sorted(md.brokers) == [1]
+        assert topic in md.topics and sorted(md.topics[topic].partitions) == [0, 1]
+    finally:
+        starting.join(120)

@@ -1,6 +1,7 @@
 """Metadata answered from pieces encoded once per metadata-cache version (issue 17): the same
 bytes as encoding the whole answer each time, for every version, listener, cache state and
-request, and never an answer older than the cache."""
+request, and never an answer older than the cache; and never an answer from a cache the
+controller has not yet filled (a restarted broker's, before its first UpdateMetadata)."""
 from __future__ import annotations
 
 import uuid
@@ -10,14 +11,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from odradek.broker.apis import metadata
-from odradek.broker.apis.context import RequestContext
+from odradek.broker.apis import describe_cluster, metadata
+from odradek.broker.apis.context import FIRST_METADATA_SLACK_MS, RequestContext
 from odradek.broker.metadata_cache import BrokerMetadata, PartitionMetadata
 from odradek.protocol.apis import metadata as API
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.header import EncodedBody, encode_response
 
-from broker_fixtures import Broker, call
+from broker_fixtures import Broker, call, call_deferred
 
 QUOTAS_ON = SimpleNamespace(active=True)   # a client quota set: the handler answers a dict
 
@@ -124,3 +125,39 @@ def test_answers_follow_every_cache_update(broker):
     assert all("t" not in kept for kept in broker.ctx.metadata_answers._topics.values())   # its pieces went too
     assert call(broker, metadata, 11, {"topics": [{"name": "t"}], "allow_auto_topic_creation": False}
                 ).topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+ASK = {metadata: (9, {"topics": None, "allow_auto_topic_creation": True,
+                      "include_cluster_authorized_operations": False, "include_topic_authorized_operations": False}),
+       describe_cluster: (0, {"include_cluster_authorized_operations": False})}
+
+
+@pytest.mark.parametrize("handler", [metadata, describe_cluster], ids=["Metadata", "DescribeCluster"])
+def test_asked_before_the_first_update_metadata_the_answer_waits_for_it(broker, handler):
+    """A restarted broker listens before the controller has told it the cluster: answered from the
+    empty cache, a client would hear of no brokers and no topics."""
+    version, body = ASK[handler]
+    got: list = []
+    call_deferred(broker, handler, version, body).addCallback(got.append)
+    broker.clock.advance(5)
+    assert got == []
+    fill(broker, {1: {"PLAINTEXT": ("h1", 9091)}, 2: {"PLAINTEXT": ("h2", 9092)}}, {"t": [(2, (1, 2), (1, 2), ())]})
+    [answer] = got
+    assert [b.node_id if handler is metadata else b.broker_id for b in answer.brokers] == [1, 2]
+    if handler is metadata:
+        assert [t.name for t in answer.topics] == ["t"]
+    # once the cache has had an update, nothing waits
+    assert call(broker, handler, version, body).brokers
+
+
+def test_without_any_update_metadata_the_answer_comes_after_the_wait(broker):
+    """What the cache knows (nothing) once zookeeper.session.timeout.ms and the slack have passed."""
+    version, body = ASK[metadata]
+    got: list = []
+    call_deferred(broker, metadata, version, body).addCallback(got.append)
+    wait_s = (int(broker.config["zookeeper.session.timeout.ms"]) + FIRST_METADATA_SLACK_MS) / 1000
+    broker.clock.advance(wait_s - 0.001)
+    assert got == []
+    broker.clock.advance(0.002)
+    [answer] = got
+    assert answer.brokers == [] and answer.topics == []
