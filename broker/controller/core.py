@@ -97,10 +97,7 @@ class ControllerCore:
                       if any(not ctx.is_replica_online(b, tp) for tp in ctx.partitions_for_topic(t)
                              for b in ctx.replicas(tp))}
         self.deletion.init(queued, ineligible)
-        # every partition state with the live brokers, before any LeaderAndIsr: Kafka sends the
-        # brokers alone, and a broker that (re)started just before this failover has no states
-        # until the state machines' batch, nor ever those of a partition with no live replica
-        self._send_update_metadata(ctx.live_or_shutting_down_broker_ids(), list(ctx.leadership))
+        self._send_update_metadata(ctx.live_or_shutting_down_broker_ids(), [])
         machines_at = time.monotonic()
         await self._start_state_machines()
         if hasattr(self.zk, "get_partition_reassignment"):   # (core test fakes may omit it)
