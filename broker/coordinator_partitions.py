@@ -29,6 +29,14 @@ TopicPartition = tuple[str, int]
 DEFAULT_LOAD_CHUNK = 1 << 20   # at most this much is decoded per reactor turn
 
 
+def _append_result(answer: dict) -> AppendResult:
+    """A partition's produce answer as the coordinators read it."""
+    code = answer["error_code"]
+    if not code:
+        return AppendResult(ErrorCode.NONE, int(answer.get("base_offset", -1)))
+    return AppendResult(ErrorCode(code), -1)
+
+
 class CoordinatorPartitions:
     """Base of GroupCoordinatorService and TransactionCoordinatorService.
 
@@ -68,17 +76,10 @@ class CoordinatorPartitions:
         "coordinator": a transactional batch may carry a producer but no sequence); completes
         with the produce error and the batch's base offset once the acks are met."""
         tp = (self.topic, partition)
-
-        def result(answer: dict) -> AppendResult:
-            code = answer["error_code"]
-            if not code:
-                return AppendResult(ErrorCode.NONE, int(answer.get("base_offset", -1)))
-            return AppendResult(ErrorCode(code), -1)
-
         done = self.replica_manager.append_one(timeout_ms, required_acks, tp, batch, origin="coordinator")
-        if isinstance(done, dict):
-            return Completion.completed(result(done))
-        return done.map(lambda results: result(results[tp]))
+        if type(done) is dict:
+            return Completion.completed(_append_result(done))
+        return done.map(lambda results: _append_result(results[tp]))
 
     # ------------------------------------------------------------ leadership
     def on_leadership_change(self, leaders: Iterable[Any], followers: Iterable[Any]) -> None:

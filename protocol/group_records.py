@@ -12,7 +12,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Union
+from typing import Any, NamedTuple, Union
 
 from .errors import KafkaError
 from .schema import BYTES, INT32, INT64, STRING, F, Message, Struct
@@ -91,8 +91,9 @@ class GroupKey:
     group: str
 
 
-@dataclass(frozen=True)
-class OffsetValue:
+class OffsetValue(NamedTuple):
+    """An offset commit's value (a tuple: one is made per commit, on OffsetCommit's path)."""
+
     offset: int
     metadata: str = ""
     commit_timestamp: int = -1

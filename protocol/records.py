@@ -194,10 +194,33 @@ class BatchBuilder:
             records = compress(self.compression, records)
         attributes = self.compression | (record_batch.TRANSACTIONAL_MASK if self.is_transactional else 0)
         count = self._count
-        return record_batch.seal((self.base_offset, record_batch.HEADER_SIZE - record_batch.LOG_OVERHEAD + len(records),
+        return record_batch.seal((self.base_offset, _LENGTH_BEYOND_RECORDS + len(records),
                                   self.partition_leader_epoch, record_batch.MAGIC, 0, attributes, count - 1,
                                   self._base_ts, self._max_ts, self.producer_id, self.producer_epoch,
                                   self.base_sequence, count), records)
+
+
+_LENGTH_BEYOND_RECORDS = record_batch.HEADER_SIZE - record_batch.LOG_OVERHEAD   # a batch's length field, less its records
+
+
+def batch_of(timestamp_ms: int, records: Iterable[tuple[bytes | None, bytes | None]], compression: int = NONE) -> bytes:
+    """The batch of ``records`` (key, value) without headers, all stamped ``timestamp_ms``: the
+    bytes ``BatchBuilder`` builds for them, in one call (the coordinators' writes, one per commit,
+    make no builder when they are not compressed)."""
+    if compression != NONE or _append_record is None:
+        builder = BatchBuilder(compression)
+        for key, value in records:
+            builder.append(timestamp_ms, key, value)
+        return builder.build()
+    section = bytearray()
+    count = 0
+    for key, value in records:
+        _append_record(section, count, 0, key, value, _ZERO)   # (a delta of 0: never past 64 bits)
+        count += 1
+    if not count:
+        raise ValueError("cannot build an empty batch")
+    return record_batch.seal((0, _LENGTH_BEYOND_RECORDS + len(section), -1, record_batch.MAGIC, 0, NONE, count - 1,
+                              timestamp_ms, timestamp_ms, -1, -1, -1, count), section)
 
 
 # --- decoding --------------------------------------------------------------

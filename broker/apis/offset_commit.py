@@ -35,24 +35,24 @@ def handle(ctx: BrokerContext, rc: RequestContext, req):
     if not authorize(ctx, rc, READ, GROUP, group_id):
         return error_response(req, version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     topics = req["topics"]
-    refused = denied(ctx, rc, READ, TOPIC, (t["name"] for t in topics))
+    refused = denied(ctx, rc, READ, TOPIC, (t["name"] for t in topics)) if ctx.authorizer is not None else ()
     errors: dict[tuple[str, int], ErrorCode] = {}
     offsets: dict[tuple[str, int], CommitOffset] = {}
     cache = ctx.metadata_cache
+    epochs = version >= 6
     for t in topics:
         name = t["name"]
         known = cache.partitions(name)
         for p in t["partitions"]:
-            tp = (name, p["partition_index"])
+            index = p["partition_index"]
             if name in refused:
-                errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-            elif known is None or tp[1] not in known:
-                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            else:
-                offsets[tp] = CommitOffset(
-                    offset=p["committed_offset"], metadata=p["committed_metadata"],
-                    leader_epoch=p["committed_leader_epoch"] if version >= 6 else -1,
-                    commit_timestamp=p["commit_timestamp"] if version == 1 else -1)
+                errors[(name, index)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif known is None or index not in known:
+                errors[(name, index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:   # (offset, metadata, leader epoch, commit timestamp)
+                offsets[(name, index)] = CommitOffset(
+                    p["committed_offset"], p["committed_metadata"], p["committed_leader_epoch"] if epochs else -1,
+                    p["commit_timestamp"] if version == 1 else -1)
     if not offsets:
         return _response(topics, errors)
     stored = coord.handle_commit_offsets(

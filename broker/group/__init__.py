@@ -154,8 +154,7 @@ class LeaveGroupResult:
         return self.members[0].error_code
 
 
-@dataclass(frozen=True)
-class CommitOffset:
+class CommitOffset(NamedTuple):
     """One partition of an OffsetCommit request (``commit_timestamp`` -1 = now)."""
 
     offset: int

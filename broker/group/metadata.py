@@ -141,7 +141,7 @@ class GroupMetadata:
         self.join_timer: Any = None                     # the pending (Initial)DelayedJoin
         self.offsets: dict[TopicPartition, OffsetAndMetadata] = {}
         self.offset_positions: dict[TopicPartition, int] = {}   # log offset of each commit
-        self.pending_offset_commits: Counter[TopicPartition] = Counter()
+        self.pending_offset_commits: dict[TopicPartition, int] = {}   # a dict: Counter's misses and dels are Python calls
         self.pending_txn_offsets: dict[int, dict[TopicPartition, PendingTxnOffset]] = {}
         self.received_consumer_offset_commits = False
         self.received_txn_offset_commits = False
@@ -334,8 +334,8 @@ class GroupMetadata:
     def prepare_offset_commit(self, offsets: Iterable[TopicPartition]) -> None:
         self.received_consumer_offset_commits = True
         pending = self.pending_offset_commits
-        for tp in offsets:   # (Counter.update checks its argument's type first: dearer per commit)
-            pending[tp] += 1
+        for tp in offsets:
+            pending[tp] = pending.get(tp, 0) + 1
 
     def _unpend(self, tp: TopicPartition) -> None:
         pending = self.pending_offset_commits

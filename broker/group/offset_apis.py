@@ -39,37 +39,34 @@ class OffsetApis:
                               retention_time_ms: int = -1
                               ) -> Completion[dict[TopicPartition, ErrorCode]]:
         """OffsetCommit v0-7 (v0: generation -1, member ""); answered after the append."""
-        def all_(error: ErrorCode) -> Completion[dict[TopicPartition, ErrorCode]]:
-            return Completion.completed({tp: error for tp in offsets})
-
         error = self._validate(group_id, "commit")
         if error is not None:
-            return all_(error)
+            return _all(offsets, error)
         group = self.manager.get_group(group_id)
         if group is None:
             if generation_id >= 0:
-                return all_(E.ILLEGAL_GENERATION)
+                return _all(offsets, E.ILLEGAL_GENERATION)
             group = self.manager.get_or_create_group(group_id, create=True)
         assert group is not None
-        if group.is_(S.DEAD):
-            return all_(E.COORDINATOR_NOT_AVAILABLE)
-        if group.is_static_member_fenced(member_id, group_instance_id):
-            return all_(E.FENCED_INSTANCE_ID)
-        if not (generation_id < 0 and group.is_(S.EMPTY)):
+        state = group.state
+        if state is S.DEAD:
+            return _all(offsets, E.COORDINATOR_NOT_AVAILABLE)
+        if group_instance_id is not None and group.is_static_member_fenced(member_id, group_instance_id):
+            return _all(offsets, E.FENCED_INSTANCE_ID)
+        if not (generation_id < 0 and state is S.EMPTY):
             if not group.has(member_id):
-                return all_(E.UNKNOWN_MEMBER_ID)
+                return _all(offsets, E.UNKNOWN_MEMBER_ID)
             if generation_id != group.generation_id:
-                return all_(E.ILLEGAL_GENERATION)
-            if group.is_(S.COMPLETING_REBALANCE):
-                return all_(E.REBALANCE_IN_PROGRESS)
+                return _all(offsets, E.ILLEGAL_GENERATION)
+            if state is S.COMPLETING_REBALANCE:
+                return _all(offsets, E.REBALANCE_IN_PROGRESS)
             self._schedule_heartbeat(group, group.get(member_id))
         now = self.timer.now_ms()
         # a retention near 2**63 ms means "never": kept within the record's int64 (it overflowed)
         expire = min(now + retention_time_ms, 2**63 - 1) if retention_time_ms != -1 else -1
-        values = {tp: OffsetAndMetadata(
-            offset=c.offset, metadata=c.metadata if c.metadata is not None else "",
-            commit_timestamp=c.commit_timestamp if c.commit_timestamp != -1 else now,
-            leader_epoch=c.leader_epoch, expire_timestamp=expire) for tp, c in offsets.items()}
+        values = {tp: OffsetAndMetadata(offset, "" if metadata is None else metadata,
+                                        now if commit_timestamp == -1 else commit_timestamp, leader_epoch, expire)
+                  for tp, (offset, metadata, leader_epoch, commit_timestamp) in offsets.items()}
         return self.manager.store_offsets(group, values)
 
     def handle_fetch_offsets(self, group_id: str,
@@ -156,3 +153,8 @@ class OffsetApis:
                 self._schedule_expiry()
         self._expiry_timer = self.timer.schedule(
             self.config.offsets_retention_check_interval_ms, tick)
+
+
+def _all(offsets: Mapping[TopicPartition, Any], error: ErrorCode) -> Completion[dict[TopicPartition, ErrorCode]]:
+    """The same ``error`` for every partition of a commit, answered at once."""
+    return Completion.completed(dict.fromkeys(offsets, error))

@@ -28,7 +28,7 @@ from odradek.protocol.group_records import (
 )
 from odradek.protocol.control_records import parse_control_record
 from odradek.protocol.record_batch import iter_headers
-from odradek.protocol.records import BatchBuilder, decode_batch
+from odradek.protocol.records import BatchBuilder, batch_of, decode_batch
 
 from . import AppendFn, AppendResult, GroupConfig, Timer
 from .metadata import (
@@ -181,11 +181,7 @@ class GroupMetadataManager:
 
     # --- writing -------------------------------------------------------------------
     def _batch(self, records: Iterable[tuple[bytes, bytes | None]]) -> bytes:
-        builder = BatchBuilder(compression=self.config.compression)
-        now = self.timer.now_ms()
-        for key, value in records:
-            builder.append(now, key, value)
-        return builder.build()
+        return batch_of(self.timer.now_ms(), records, self.config.compression)
 
     def append(self, partition: int, records: list[tuple[bytes, bytes | None]]
                ) -> Completion[AppendResult]:
@@ -223,33 +219,40 @@ class GroupMetadataManager:
         return done
 
     def valid_metadata(self, metadata: str) -> bool:
-        return java_string_length(metadata) <= self.config.offset_metadata_max_bytes
+        """At most ``offset.metadata.max.bytes`` UTF-16 units, as Java counts them (a code point
+        counts one or two: text of up to half the limit needs no count)."""
+        limit = self.config.offset_metadata_max_bytes
+        return len(metadata) <= limit >> 1 or java_string_length(metadata) <= limit
 
     def store_offsets(self, group: GroupMetadata, offsets: dict[TopicPartition, OffsetAndMetadata]
                       ) -> Completion[dict[TopicPartition, ErrorCode]]:
         """Append the commits with valid metadata; answer once the append completed."""
-        valid = {tp: o for tp, o in offsets.items() if self.valid_metadata(o.metadata)}
-
-        def answer(error: ErrorCode) -> dict[TopicPartition, ErrorCode]:
-            return {tp: error if tp in valid else E.OFFSET_METADATA_TOO_LARGE for tp in offsets}
+        group_id = group.group_id
+        valid: dict[TopicPartition, OffsetAndMetadata] = {}
+        records = []
+        for tp, o in offsets.items():
+            if self.valid_metadata(o.metadata):
+                valid[tp] = o
+                records.append(encode_offset_commit(group_id, tp[0], tp[1], o))
 
         if not valid:
-            return Completion.completed(answer(E.NONE))
+            return Completion.completed(dict.fromkeys(offsets, E.OFFSET_METADATA_TOO_LARGE))
         group.prepare_offset_commit(valid)
         _warn_if_mixed(group)
-        records = [encode_offset_commit(group.group_id, tp[0], tp[1], o) for tp, o in valid.items()]
 
         def appended(result: AppendResult) -> dict[TopicPartition, ErrorCode]:
             error = offset_write_error(result.error)
-            if not group.is_(GroupState.DEAD):
+            if group.state is not GroupState.DEAD:
                 for tp, o in valid.items():
                     if error == E.NONE:
                         group.on_offset_commit_append(tp, o, result.base_offset)
                     else:
                         group.fail_pending_offset_write(tp)
-            return answer(error)
+            if len(valid) == len(offsets):
+                return dict.fromkeys(offsets, error)
+            return {tp: error if tp in valid else E.OFFSET_METADATA_TOO_LARGE for tp in offsets}
 
-        return self.append(self.partition_for(group.group_id), records).map(appended)
+        return self.append(self.partition_for(group_id), records).map(appended)
 
     def store_txn_offsets(self, group: GroupMetadata, producer_id: int, producer_epoch: int,
                           offsets: dict[TopicPartition, OffsetAndMetadata]

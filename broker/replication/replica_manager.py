@@ -352,6 +352,11 @@ class ReplicaManager(IsrMaintenance):
                                                   self.topic_stats)
         if required < 0 or required_acks == 0 or (required_acks == 1 and not self._sync_groups):
             return result   # (_waiting's first test, without its dicts)
+        if required_acks == -1:   # replicated_now of one partition, without its dicts
+            reached, code = self._check_replicas_reached(tp, required)
+            if reached:
+                result["error_code"] = int(code)
+                return result
         waiting = self._waiting(timeout_ms, required_acks, {tp: result}, {tp: required})
         return result if waiting is None else waiting
 

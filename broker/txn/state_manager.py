@@ -17,7 +17,7 @@ from typing import Callable, Iterable, Iterator
 from odradek.broker.completion import Completion
 from odradek.broker.group.offsets import partition_for
 from odradek.protocol.errors import ErrorCode
-from odradek.protocol.records import BatchBuilder, iter_batches
+from odradek.protocol.records import batch_of, iter_batches
 from odradek.protocol.txn_records import TxnRecordError, decode_txn_record, encode_txn_record
 
 from . import Timer, TxnConfig
@@ -106,11 +106,7 @@ class TransactionStateManager:
 
     # --- appends -------------------------------------------------------------------
     def _batch(self, records: Iterable[tuple[bytes, bytes | None]]) -> bytes:
-        builder = BatchBuilder()   # the transaction log is never compressed
-        now = self.timer.now_ms()
-        for key, value in records:
-            builder.append(now, key, value)
-        return builder.build()
+        return batch_of(self.timer.now_ms(), records)   # the transaction log is never compressed
 
     def _write(self, partition: int, batch: bytes) -> Completion[ErrorCode]:
         try:

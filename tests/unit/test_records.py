@@ -12,7 +12,7 @@ from odradek.protocol import compression as C
 from odradek.protocol import record_batch
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.records import (
-    BatchBuilder, Record, decode_batch, encode_varint, iter_batches, iter_records,
+    BatchBuilder, Record, batch_of, decode_batch, encode_varint, iter_batches, iter_records,
 )
 
 CODECS = [C.NONE, C.GZIP, C.SNAPPY, C.LZ4, C.ZSTD]
@@ -98,6 +98,18 @@ def test_large_values_and_many_records():
 def test_empty_batch_refused():
     with pytest.raises(ValueError):
         BatchBuilder().build()
+    with pytest.raises(ValueError):
+        batch_of(TS, [])
+
+
+@settings(max_examples=100, deadline=None)
+@given(ts=st.integers(min_value=-1, max_value=2**62), pairs=st.lists(st.tuples(maybe_bytes, maybe_bytes), min_size=1, max_size=20),
+       codec=st.sampled_from(CODECS))
+def test_batch_of_is_what_a_builder_builds(ts, pairs, codec):
+    """The coordinators' one-call batch: the same bytes as a BatchBuilder given the same records."""
+    expected = build([(ts, key, value, ()) for key, value in pairs], compression=codec)
+    assert batch_of(ts, pairs, codec) == expected
+    assert batch_of(ts, iter(pairs), codec) == expected   # any iterable, read once
 
 
 def test_log_append_time_overrides_record_timestamps():
