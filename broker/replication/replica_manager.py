@@ -357,6 +357,7 @@ class ReplicaManager(IsrMaintenance):
             if reached:
                 result["error_code"] = int(code)
                 return result
+            return self._park(timeout_ms, self._check_replicas_reached, {tp: result}, {tp: required})
         waiting = self._waiting(timeout_ms, required_acks, {tp: result}, {tp: required})
         return result if waiting is None else waiting
 
@@ -422,6 +423,13 @@ class ReplicaManager(IsrMaintenance):
         check = self._check_replicas_reached if required_acks == -1 else self._check_synced
         if replicated_now(check, results, required):
             return None
+        return self._park(timeout_ms, check, results, required)
+
+    def _park(self, timeout_ms: int, check: Callable[[TopicPartition, int], tuple[bool, ErrorCode]],
+              results: dict[TopicPartition, dict], required: dict[TopicPartition, int]
+              ) -> Completion[dict[TopicPartition, dict]]:
+        """A DelayedProduce for ``results``, watched on each ``required`` partition (``check`` found
+        one of them short already)."""
         done: Completion[dict[TopicPartition, dict]] = Completion()
         statuses = {tp: ProducePartitionStatus(required.get(tp, -1), res, pending=tp in required)
                     for tp, res in results.items()}
