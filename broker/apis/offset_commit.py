@@ -35,7 +35,7 @@ def handle(ctx: BrokerContext, rc: RequestContext, req):
     if not authorize(ctx, rc, READ, GROUP, group_id):
         return error_response(req, version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     topics = req["topics"]
-    refused = denied(ctx, rc, READ, TOPIC, (t["name"] for t in topics)) if ctx.authorizer is not None else ()
+    refused = denied(ctx, rc, READ, TOPIC, (t["name"] for t in topics))
     errors: dict[tuple[str, int], ErrorCode] = {}
     offsets: dict[tuple[str, int], CommitOffset] = {}
     cache = ctx.metadata_cache

@@ -51,7 +51,7 @@ class OffsetApis:
         state = group.state
         if state is S.DEAD:
             return _all(offsets, E.COORDINATOR_NOT_AVAILABLE)
-        if group_instance_id is not None and group.is_static_member_fenced(member_id, group_instance_id):
+        if group.is_static_member_fenced(member_id, group_instance_id):
             return _all(offsets, E.FENCED_INSTANCE_ID)
         if not (generation_id < 0 and state is S.EMPTY):
             if not group.has(member_id):
